@@ -1,0 +1,50 @@
+#include "app_context.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "kevolve/core/paths.h"
+
+namespace fs = std::filesystem;
+
+namespace kevolve::cli {
+
+void PrintError(const std::string& message) {
+  std::istringstream in(message);
+  std::string line;
+  while (std::getline(in, line)) std::fprintf(stderr, "kevolve: error: %s\n", line.c_str());
+}
+
+std::string OpsRoot() {
+  std::string root = FindProjectRoot();
+  if (root.empty()) return "";
+  return (fs::path(root) / "configs" / "ops").string();
+}
+
+Result<OpSpec> LoadOp(const std::string& name) {
+  std::string root = OpsRoot();
+  if (root.empty()) return Status::Error("configs/ops not found: run from the kevolve checkout or set KEVOLVE_HOME");
+  if (name.empty() || name.find('/') != std::string::npos || name.find("..") != std::string::npos)
+    return Status::Error("bad op name '" + name + "'");
+  fs::path dir = fs::path(root) / name;
+  if (!fs::exists(dir / "op.json")) {
+    std::string known;
+    for (const auto& d : ListOpDirs(root)) known += (known.empty() ? "" : ", ") + fs::path(d).filename().string();
+    return Status::Error("unknown op '" + name + "' (known: " + known + ")");
+  }
+  return LoadOpSpec(dir.string());
+}
+
+Result<DType> ResolveDType(const OpSpec& op, const std::string& dtype) {
+  if (dtype.empty()) return op.dtypes.front();
+  auto t = ParseDType(dtype);
+  if (!t || !op.HasDType(*t)) {
+    std::string known;
+    for (DType d : op.dtypes) known += (known.empty() ? "" : ", ") + std::string(DTypeName(d));
+    return Status::Error("op " + op.name + " has no dtype '" + dtype + "' (it has: " + known + ")");
+  }
+  return *t;
+}
+
+}  // namespace kevolve::cli

@@ -1,0 +1,29 @@
+// Shared plumbing for the CLI commands: locating configs, loading an op, exit codes.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "kevolve/core/dtype.h"
+#include "kevolve/core/op_spec.h"
+#include "kevolve/core/status.h"
+
+namespace kevolve::cli {
+
+// Exit codes: the same across commands.
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;     // a candidate failed a rung
+constexpr int kExitUsage = 2;      // bad input: malformed spec, unknown op, bad flag
+constexpr int kExitNoGpu = 3;      // the command needs a GPU and found none
+constexpr int kExitInterrupted = 130;
+
+// Prints "kevolve: error: MESSAGE" (each line of a multi-line message) to stderr.
+void PrintError(const std::string& message);
+
+// The configs/ops folder ("" when not found, with the error printed).
+std::string OpsRoot();
+// Loads op `name`, checking `dtype` against its variants. Errors are printed.
+Result<OpSpec> LoadOp(const std::string& name);
+Result<DType> ResolveDType(const OpSpec& op, const std::string& dtype);  // "" = first variant
+
+}  // namespace kevolve::cli

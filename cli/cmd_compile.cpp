@@ -1,0 +1,231 @@
+// kevolve compile: the static and compile rungs for candidate files, on the CPU.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "app_context.h"
+#include "commands.h"
+#include "kevolve/core/hash.h"
+#include "kevolve/core/json_file.h"
+#include "kevolve/db/store.h"
+#include "kevolve/evaluators/compile_pool.h"
+#include "kevolve/evaluators/cuda_driver.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
+#include "kevolve/evaluators/rungs.h"
+#include "kevolve/operators/param_ops.h"
+
+namespace fs = std::filesystem;
+
+namespace kevolve::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::string op;
+  std::string dtype;
+  std::string arch;
+  std::vector<std::string> params;  // K=V overrides
+  std::vector<std::string> files;
+  int variants = 0;
+  int jobs = 0;
+  uint64_t seed = 1;
+  bool json = false;
+  bool quiet = false;
+  std::string db;
+};
+
+// One unit of work: a file at one assignment.
+struct Item {
+  std::string file;
+  std::string name;
+  std::string text;
+  Assignment params;
+  CandidateSource parsed;
+  RungResult static_rung;
+  size_t request = SIZE_MAX;  // index into the compile batch, when static passed
+};
+
+Result<Assignment> ApplyOverrides(Assignment a, const std::vector<std::string>& overrides) {
+  for (const auto& kv : overrides) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::Error("--param expects NAME=VALUE, got '" + kv + "'");
+    try {
+      size_t used = 0;
+      int64_t v = std::stoll(kv.substr(eq + 1), &used);
+      if (used != kv.size() - eq - 1) throw std::invalid_argument(kv);
+      a[kv.substr(0, eq)] = v;
+    } catch (const std::exception&) {
+      return Status::Error("--param " + kv + ": the value is not an integer");
+    }
+  }
+  return a;
+}
+
+// The default assignment (with overrides) first, then distinct random valid ones.
+std::vector<Assignment> Variants(const CandidateSource& c, const Assignment& first, int n, DType dtype,
+                                 uint64_t seed) {
+  std::vector<Assignment> out = {first};
+  std::set<Assignment> seen = {first};
+  std::mt19937_64 rng(seed);
+  Env constants = {{"sizeof_T", DTypeSize(dtype)}};
+  for (int tries = 0; static_cast<int>(out.size()) < n && tries < 50 * n; ++tries) {
+    auto a = SampleAssignment(c, rng, constants);
+    if (!a.ok()) break;
+    if (seen.insert(*a).second) out.push_back(*a);
+  }
+  return out;
+}
+
+void Record(db::Store& store, const OpSpec& op, DType dtype, const std::string& arch, const Item& it,
+            const CompileRequest* req, const CompileResult* res) {
+  db::SourceRecord src;
+  src.hash = Sha256Hex(it.text);
+  src.name = it.name;
+  src.text = it.text;
+  src.origin = "user";
+  auto sid = store.PutSource(src);
+  if (!sid.ok()) { PrintError(sid.error()); return; }
+  db::CandidateRecord c;
+  c.hash = req ? req->Hash() : Sha256Hex("static-failed\n" + it.text + AssignmentString(it.params));
+  c.source_id = *sid;
+  for (const auto& [k, v] : it.params) c.params[k] = v;
+  c.op = op.name;
+  c.dtype = DTypeName(dtype);
+  c.arch = arch;
+  c.op_name = "user";
+  auto id = store.PutCandidate(c);
+  if (!id.ok()) { PrintError(id.error()); return; }
+  db::EvaluationRecord e;
+  e.candidate_id = id->first;
+  auto add = [&](const RungResult& r) {
+    e.rungs.push_back({0, id->first, r.name, r.ok, r.metrics, r.log, r.duration_ms, "", ""});
+  };
+  add(it.static_rung);
+  if (res) add(CompileRung(*res));
+  bool ok = it.static_rung.ok && res && res->ok;
+  e.status = ok ? "compiled" : (it.static_rung.ok ? "failed_compile" : "failed_static");
+  if (Status s = store.RecordEvaluation(e); !s.ok()) PrintError(s.message());
+  if (ok) {
+    store.PutArtifact(id->first, "cubin", res->cubin);
+    store.PutArtifact(id->first, "ptx", res->ptx);
+  }
+}
+
+int Run(const CompileArgs& a) {
+  auto op = LoadOp(a.op);
+  if (!op.ok()) { PrintError(op.error()); return kExitUsage; }
+  auto dtype = ResolveDType(*op, a.dtype);
+  if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
+  std::string arch = a.arch.empty() ? DefaultArch() : a.arch;
+  if (arch.rfind("sm_", 0) != 0) { PrintError("--arch must be a real architecture such as sm_90, got '" + arch + "'"); return kExitUsage; }
+
+  std::unique_ptr<db::Store> store;
+  if (!a.db.empty()) {
+    auto s = db::OpenSqliteStore(a.db);
+    if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
+    store = std::move(*s);
+  }
+
+  std::vector<Item> items;
+  std::vector<CompileRequest> reqs;
+  for (const auto& f : a.files) {
+    auto text = ReadTextFile(f);
+    if (!text.ok()) { PrintError(text.error()); return kExitUsage; }
+    Item base;
+    base.file = f;
+    base.name = fs::path(f).filename().string();
+    base.text = *text;
+    // Parse once to learn the parameter space; the static rung re-checks each variant.
+    auto parsed = CandidateSource::Parse(base.text, base.name);
+    Assignment first;
+    if (parsed.ok()) first = parsed->DefaultAssignment();
+    auto over = ApplyOverrides(first, a.params);
+    if (!over.ok()) { PrintError(over.error()); return kExitUsage; }
+    std::vector<Assignment> list = {*over};
+    if (parsed.ok() && a.variants > 1) list = Variants(*parsed, *over, a.variants, *dtype, a.seed);
+    for (const auto& asg : list) {
+      Item it = base;
+      it.params = asg;
+      it.static_rung = StaticRung(*op, *dtype, it.name, it.text, asg, &it.parsed);
+      if (it.static_rung.ok) {
+        it.request = reqs.size();
+        reqs.push_back(MakeCompileRequest(it.parsed, asg, *dtype, arch));
+      }
+      items.push_back(std::move(it));
+    }
+  }
+
+  NvrtcCompiler nvrtc;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<CompileResult> results = CompileAll(nvrtc, reqs, a.jobs);
+  double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  int failed = 0;
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<double> times;
+  for (const auto& it : items) {
+    const CompileResult* res = it.request != SIZE_MAX ? &results[it.request] : nullptr;
+    bool ok = it.static_rung.ok && res && res->ok;
+    failed += !ok;
+    if (res) times.push_back(res->compile_ms);
+    if (store) Record(*store, *op, *dtype, arch, it, res ? &reqs[it.request] : nullptr, res);
+    std::vector<RungResult> rungs = {it.static_rung};
+    if (res) rungs.push_back(CompileRung(*res));
+    if (a.json) {
+      nlohmann::json j = {{"file", it.file}, {"params", it.params}, {"dtype", DTypeName(*dtype)}, {"arch", arch},
+                          {"ok", ok}, {"rungs", nlohmann::json::array()}};
+      if (res) j["hash"] = res->hash;
+      for (const auto& r : rungs)
+        j["rungs"].push_back({{"name", r.name}, {"ok", r.ok}, {"metrics", r.metrics}, {"log", r.log},
+                              {"duration_ms", r.duration_ms}});
+      out.push_back(j);
+      continue;
+    }
+    if (a.quiet && ok) continue;
+    std::printf("%s [%s] %s %s\n", it.file.c_str(), AssignmentString(it.params).c_str(), DTypeName(*dtype), arch.c_str());
+    for (const auto& r : rungs) std::printf("  %s\n", FormatRung(r).c_str());
+  }
+  if (a.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else if (items.size() > 1) {
+    std::sort(times.begin(), times.end());
+    double median = times.empty() ? 0 : times[times.size() / 2];
+    std::printf("%zu compiled, %d failed in %.2f s wall: %.1f kernels/s, median %.0f ms per kernel (NVRTC %s)\n",
+                items.size() - failed, failed, wall_s, wall_s > 0 ? reqs.size() / wall_s : 0.0, median,
+                NvrtcCompiler::Version().c_str());
+  }
+  return failed ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+Handler AddCompileCommand(CLI::App& app) {
+  auto a = std::make_shared<CompileArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "compile",
+      "Run the static and compile rungs (NVRTC, no GPU needed) on candidate files and print the ladder.\n"
+      "Exit status: 0 when every candidate compiles, 1 when one fails, 2 for bad input.\n"
+      "Examples:\n"
+      "  kevolve compile --op softmax configs/ops/softmax/seeds/*.cu\n"
+      "  kevolve compile --op softmax --dtype bf16 --param BLOCK=512 my_kernel.cu\n"
+      "  kevolve compile --op softmax --variants 64 configs/ops/softmax/seeds/block_row.cu");
+  sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
+  sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
+  sub->add_option("--arch", a->arch, "Real target architecture (default: the GPU's own, else sm_90)");
+  sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)");
+  sub->add_option("--variants", a->variants, "Compile N assignments per file: the default one, then random valid ones");
+  sub->add_option("--seed", a->seed, "Random seed for --variants");
+  sub->add_option("-j,--jobs", a->jobs, "Compile threads (default: all cores)");
+  sub->add_option("--db", a->db, "Record candidates and rungs in this database");
+  sub->add_flag("--json", a->json, "Machine-readable output");
+  sub->add_flag("-q,--quiet", a->quiet, "Print only failures and the summary");
+  sub->add_option("files", a->files, "Candidate .cu files")->required()->check(CLI::ExistingFile);
+  return [a] { return Run(*a); };
+}
+
+}  // namespace kevolve::cli

@@ -1,0 +1,19 @@
+// Each command registers its CLI11 subcommand and returns the handler to run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace kevolve::cli {
+
+using Handler = std::function<int()>;
+
+Handler AddOpsCommand(CLI::App& app);
+Handler AddCompileCommand(CLI::App& app);
+Handler AddRunsCommand(CLI::App& app);
+Handler AddShowCommand(CLI::App& app);
+// The main job: options on the top-level app itself (kevolve --op softmax --gens 50).
+Handler AddRunOptions(CLI::App& app);
+
+}  // namespace kevolve::cli

@@ -1,0 +1,51 @@
+// kevolve: evolutionary search for fast, correct GPU kernels. This file only wires the
+// commands together; each lives in its own cmd_*.cpp.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <map>
+
+#include "app_context.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  using namespace kevolve::cli;
+  CLI::App app{
+      "kevolve: evolutionary search for fast, correct GPU kernels.\n\n"
+      "Examples:\n"
+      "  kevolve --op softmax --gens 50                 search (needs a GPU)\n"
+      "  kevolve ops                                    list ops, dtypes and shapes\n"
+      "  kevolve compile --op softmax configs/ops/softmax/seeds/*.cu\n"
+      "  kevolve runs --db kevolve.db                   list runs in a database\n"};
+  app.set_help_all_flag("--help-all", "Show help for every command");
+  app.require_subcommand(0, 1);
+  app.fallthrough(false);
+
+  std::map<CLI::App*, Handler> handlers;
+  Handler run = AddRunOptions(app);
+  auto add = [&](Handler (*f)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    Handler h = f(app);
+    handlers[app.get_subcommands({}).at(before)] = h;
+  };
+  add(AddOpsCommand);
+  add(AddCompileCommand);
+  add(AddRunsCommand);
+  add(AddShowCommand);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  try {
+    for (auto& [sub, h] : handlers)
+      if (sub->parsed()) return h();
+    return run();
+  } catch (const std::exception& e) {
+    // Broken invariants only; expected failures are handled as values in the commands.
+    PrintError(std::string("internal error: ") + e.what());
+    return kExitFailed;
+  }
+}

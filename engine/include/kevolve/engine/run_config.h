@@ -1,0 +1,38 @@
+// The run configuration: defaults from configs/run.json (comments allowed), overridden by
+// command-line flags. The effective configuration is stored with the run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kevolve/core/status.h"
+
+namespace kevolve {
+
+struct RunConfig {
+  int generations = 50;
+  double time_limit_s = 0;      // 0 = none
+  double target_fraction = 0;   // stop when the best reaches this roofline fraction; 0 = none
+  uint64_t seed = 1;
+  int population = 32;          // children per generation
+  int islands = 4;
+  int migration_interval = 5;   // generations between migrations
+  int migrants = 2;             // best candidates copied to the next island
+  int elite_per_island = 8;
+  int seed_samples = 8;         // generation 0: assignments sampled per seed
+  int local_search = 6;         // hybrid: param_tweak children for each new source
+  std::map<std::string, double> operator_mix = {{"param_tweak", 0.7}, {"crossover", 0.3}};
+  std::string timer = "events"; // events | cupti
+
+  nlohmann::json ToJson() const;
+};
+
+// Reads `path` over the built-in defaults. Unknown fields and bad values are errors that
+// name the file and the field.
+Result<RunConfig> LoadRunConfig(const std::string& path);
+Status ValidateRunConfig(const RunConfig& c);
+
+}  // namespace kevolve

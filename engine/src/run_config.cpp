@@ -1,0 +1,68 @@
+#include "kevolve/engine/run_config.h"
+
+#include "kevolve/core/json_file.h"
+
+namespace kevolve {
+
+nlohmann::json RunConfig::ToJson() const {
+  return {{"generations", generations}, {"time_limit_s", time_limit_s}, {"target_fraction", target_fraction},
+          {"seed", seed}, {"population", population}, {"islands", islands},
+          {"migration_interval", migration_interval}, {"migrants", migrants},
+          {"elite_per_island", elite_per_island}, {"seed_samples", seed_samples},
+          {"local_search", local_search}, {"operator_mix", operator_mix}, {"timer", timer}};
+}
+
+Status ValidateRunConfig(const RunConfig& c) {
+  auto bad = [](const std::string& f, const std::string& w) { return Status::Error("run config: " + f + " " + w); };
+  if (c.generations < 0) return bad("generations", "must be >= 0");
+  if (c.population < 1) return bad("population", "must be >= 1");
+  if (c.islands < 1) return bad("islands", "must be >= 1");
+  if (c.migration_interval < 1) return bad("migration_interval", "must be >= 1");
+  if (c.elite_per_island < 1) return bad("elite_per_island", "must be >= 1");
+  if (c.seed_samples < 1) return bad("seed_samples", "must be >= 1");
+  if (c.time_limit_s < 0) return bad("time_limit_s", "must be >= 0");
+  if (c.target_fraction < 0 || c.target_fraction > 1.5) return bad("target_fraction", "must be in [0, 1.5]");
+  if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
+  double total = 0;
+  for (const auto& [k, v] : c.operator_mix) {
+    if (v < 0) return bad("operator_mix." + k, "must be >= 0");
+    total += v;
+  }
+  if (total <= 0) return bad("operator_mix", "needs a positive weight");
+  return Status::Ok();
+}
+
+Result<RunConfig> LoadRunConfig(const std::string& path) {
+  RunConfig c;
+  auto doc = ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  const auto& j = *doc;
+  JsonReader r(path);
+  r.OnlyKeys(j, {"generations", "time_limit_s", "target_fraction", "seed", "population", "islands",
+                 "migration_interval", "migrants", "elite_per_island", "seed_samples", "local_search",
+                 "operator_mix", "timer"}, "");
+  c.generations = static_cast<int>(r.Integer(j, "generations", "", false, c.generations));
+  c.time_limit_s = r.Number(j, "time_limit_s", "", false, c.time_limit_s);
+  c.target_fraction = r.Number(j, "target_fraction", "", false, c.target_fraction);
+  c.seed = static_cast<uint64_t>(r.Integer(j, "seed", "", false, static_cast<int64_t>(c.seed)));
+  c.population = static_cast<int>(r.Integer(j, "population", "", false, c.population));
+  c.islands = static_cast<int>(r.Integer(j, "islands", "", false, c.islands));
+  c.migration_interval = static_cast<int>(r.Integer(j, "migration_interval", "", false, c.migration_interval));
+  c.migrants = static_cast<int>(r.Integer(j, "migrants", "", false, c.migrants));
+  c.elite_per_island = static_cast<int>(r.Integer(j, "elite_per_island", "", false, c.elite_per_island));
+  c.seed_samples = static_cast<int>(r.Integer(j, "seed_samples", "", false, c.seed_samples));
+  c.local_search = static_cast<int>(r.Integer(j, "local_search", "", false, c.local_search));
+  c.timer = r.String(j, "timer", "", false, c.timer);
+  if (const Json* mix = r.Field(j, "operator_mix", "", Json::value_t::object, false)) {
+    c.operator_mix.clear();
+    for (auto it = mix->begin(); it != mix->end(); ++it) {
+      if (!it->is_number()) r.Error("operator_mix." + it.key(), "expected a number");
+      else c.operator_mix[it.key()] = it->get<double>();
+    }
+  }
+  if (!r.ok()) return r.ToStatus();
+  if (Status s = ValidateRunConfig(c); !s.ok()) return Status::Error(path + ": " + s.message());
+  return c;
+}
+
+}  // namespace kevolve

@@ -1,0 +1,21 @@
+// Helpers shared by tests: paths into the source tree, temp dirs, the GPU probe.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace kevolve::testing {
+
+std::filesystem::path SourceRoot();           // the repository root
+std::filesystem::path KevolveBinary();        // the built kevolve executable
+std::filesystem::path MakeTempDir(const std::string& tag);  // fresh, unique
+std::string ReadFile(const std::filesystem::path& p);
+void WriteFile(const std::filesystem::path& p, const std::string& text);
+
+// True when libcuda loads and reports at least one device; else fills *why.
+bool GpuAvailable(std::string* why);
+
+// Runs a shell command, returns its exit status and captures stdout+stderr.
+int RunCommand(const std::string& cmd, std::string* output);
+
+}  // namespace kevolve::testing
