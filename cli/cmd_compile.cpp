@@ -100,6 +100,7 @@ void Record(db::Store& store, const OpSpec& op, DType dtype, const std::string& 
   c.op_name = "user";
   auto id = store.PutCandidate(c);
   if (!id.ok()) { PrintError(id.error()); return; }
+  if (!id->second) return;  // the same candidate was recorded before: store nothing twice
   db::EvaluationRecord e;
   e.candidate_id = id->first;
   auto add = [&](const RungResult& r) {

@@ -1,0 +1,126 @@
+// The kevolve command as a user runs it, on a machine that may have no GPU.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace kevolve;
+using testing::RunCommand;
+
+namespace {
+
+std::string Kevolve(const std::string& args) {
+  return "cd '" + testing::SourceRoot().string() + "' && '" + testing::KevolveBinary().string() + "' " + args;
+}
+
+int CountLines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("--help works on every command, with examples", "[cli]") {
+  std::string out;
+  REQUIRE(RunCommand(Kevolve("--help"), &out) == 0);
+  CHECK(out.find("kevolve --op softmax --gens 50") != std::string::npos);
+  for (const char* sub : {"ops", "compile", "runs", "show"}) {
+    INFO(sub);
+    REQUIRE(RunCommand(Kevolve(std::string(sub) + " --help"), &out) == 0);
+    CHECK(out.find("Example") != std::string::npos);
+  }
+}
+
+TEST_CASE("a GPU command without a GPU fails with one clear line", "[cli]") {
+  std::string why;
+  if (testing::GpuAvailable(&why)) {
+    WARN("a GPU is present: the no-GPU message cannot be checked here");
+    return;
+  }
+  std::string out;
+  int rc = RunCommand(Kevolve("--op softmax --gens 1 --db /tmp/kevolve-cli-test.db"), &out);
+  CHECK(rc == 3);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("no usable NVIDIA GPU") != std::string::npos);
+  CHECK(out.find("'kevolve compile'") != std::string::npos);  // says what still works
+}
+
+TEST_CASE("bad input to the run gives a one-line error and exit 2", "[cli]") {
+  std::string out;
+  CHECK(RunCommand(Kevolve("--op no_such_op --gens 1"), &out) == 2);
+  CHECK(out.find("unknown op 'no_such_op' (known: ") != std::string::npos);
+  CHECK(RunCommand(Kevolve("--op softmax --dtype f64 --gens 1"), &out) == 2);
+  CHECK(out.find("has no dtype 'f64'") != std::string::npos);
+  CHECK(RunCommand(Kevolve("--op softmax --gens banana"), &out) == 2);
+}
+
+TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {
+  std::string out;
+  REQUIRE(RunCommand(Kevolve("ops --json"), &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  REQUIRE(j.is_array());
+  bool softmax = false;
+  for (const auto& op : j) softmax = softmax || op["name"] == "softmax";
+  CHECK(softmax);
+}
+
+TEST_CASE("a malformed op spec is reported with file and field", "[cli]") {
+  auto root = testing::MakeTempDir("badspec");
+  testing::WriteFile(root / "configs/ops/broken/op.json",
+                     "// broken on purpose\n{\"name\": \"broken\", \"sizes\": [\"n\"], \"dtypes\": [\"f33\"]}\n");
+  std::string out;
+  int rc = RunCommand("KEVOLVE_HOME='" + root.string() + "' '" + testing::KevolveBinary().string() + "' ops", &out);
+  CHECK(rc == 2);
+  CHECK(out.find("op.json: field 'dtypes[0]'") != std::string::npos);
+  CHECK(out.find("op.json: field 'buffers': missing") != std::string::npos);
+  CHECK(out.find("exception") == std::string::npos);
+}
+
+TEST_CASE("kevolve compile prints the ladder and its exit code tells pass from fail", "[cli]") {
+  std::string out;
+  REQUIRE(RunCommand(Kevolve("compile --op softmax configs/ops/softmax/seeds/warp_row.cu"), &out) == 0);
+  CHECK(out.find("[static] ok") != std::string::npos);
+  CHECK(out.find("[compile] ok regs=") != std::string::npos);
+
+  auto dir = testing::MakeTempDir("clicompile");
+  testing::WriteFile(dir / "broken.cu",
+                     "// @kevolve launch k grid=rows block=32\n"
+                     "extern \"C\" __global__ void k(const T* x, T* y, int rows, int cols) {\n"
+                     "  y[0] = oops;\n}\n");
+  CHECK(RunCommand(Kevolve("compile --op softmax '" + (dir / "broken.cu").string() + "'"), &out) == 1);
+  CHECK(out.find("[compile] FAILED") != std::string::npos);
+  CHECK(out.find("broken.cu(3): error") != std::string::npos);
+
+  REQUIRE(RunCommand(Kevolve("compile --op softmax --dtype bf16 --json configs/ops/softmax/seeds/block_row.cu"), &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  REQUIRE(j.size() == 1);
+  CHECK(j[0]["ok"] == true);
+  CHECK(j[0]["dtype"] == "bf16");
+  CHECK(j[0]["rungs"][1]["name"] == "compile");
+  CHECK(j[0]["rungs"][1]["metrics"]["regs"].get<int>() > 0);
+
+  CHECK(RunCommand(Kevolve("compile --op softmax --param NOPE=3 configs/ops/softmax/seeds/block_row.cu"), &out) == 1);
+  CHECK(out.find("'NOPE' is not a parameter") != std::string::npos);
+}
+
+TEST_CASE("compile --db records candidates that the database commands read back", "[cli][db]") {
+  auto dir = testing::MakeTempDir("clidb");
+  std::string db = (dir / "k.db").string();
+  std::string out;
+  REQUIRE(RunCommand(Kevolve("compile --op softmax --variants 3 --db '" + db + "' configs/ops/softmax/seeds/warp_row.cu"),
+                     &out) == 0);
+  REQUIRE(RunCommand(Kevolve("runs --db '" + db + "'"), &out) == 0);
+  CHECK(out.find("3 candidates") != std::string::npos);
+  REQUIRE(RunCommand(Kevolve("show 1 --db '" + db + "'"), &out) == 0);
+  CHECK(out.find("status=compiled") != std::string::npos);
+  CHECK(out.find("[compile] ok") != std::string::npos);
+  // Compiling the same variants again stores nothing twice.
+  REQUIRE(RunCommand(Kevolve("compile --op softmax --variants 3 --db '" + db + "' configs/ops/softmax/seeds/warp_row.cu"),
+                     &out) == 0);
+  REQUIRE(RunCommand(Kevolve("runs --db '" + db + "'"), &out) == 0);
+  CHECK(out.find("3 candidates") != std::string::npos);
+  CHECK(RunCommand(Kevolve("show 99 --db '" + db + "'"), &out) == 2);
+  CHECK(RunCommand(Kevolve("runs --db '" + (dir / "none.db").string() + "'"), &out) == 2);
+}

@@ -1,0 +1,216 @@
+// The compile gate without a GPU: static checks, NVRTC to sm_90 CUBIN, resources, cache.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "kevolve/core/op_spec.h"
+#include "kevolve/evaluators/compile_pool.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
+#include "kevolve/evaluators/rungs.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace kevolve;
+
+namespace {
+
+CompileResult CompileText(const std::string& text, DType dtype = DType::kF32, Assignment params = {},
+                          const std::string& name = "k.cu") {
+  auto c = CandidateSource::Parse(text, name);
+  REQUIRE(c.ok());
+  if (params.empty()) params = c->DefaultAssignment();
+  NvrtcCompiler nvrtc;
+  return nvrtc.Compile(MakeCompileRequest(*c, params, dtype, "sm_90"));
+}
+
+const char* kSmemKernel = R"(// @kevolve param BLOCK 256
+// @kevolve launch k grid=rows block=BLOCK
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
+  __shared__ float buf[BLOCK];
+  buf[threadIdx.x] = kv::to_float(x[blockIdx.x * cols + threadIdx.x]);
+  __syncthreads();
+  y[blockIdx.x * cols + threadIdx.x] = kv::from_float<T>(buf[(threadIdx.x + 1) % BLOCK]);
+}
+)";
+
+}  // namespace
+
+TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype", "[compile]") {
+  std::vector<CompileRequest> reqs;
+  std::vector<std::string> what;
+  for (const auto& dir : ListOpDirs((testing::SourceRoot() / "configs" / "ops").string())) {
+    auto op = LoadOpSpec(dir);
+    REQUIRE(op.ok());
+    std::vector<std::string> files = op->seeds;
+    files.push_back(op->reference);
+    for (DType dt : op->dtypes) {
+      for (const auto& f : files) {
+        CandidateSource parsed;
+        RungResult s = StaticRung(*op, dt, fs::path(f).filename().string(), testing::ReadFile(f),
+                                  CandidateSource::Parse(testing::ReadFile(f), f)->DefaultAssignment(), &parsed);
+        INFO(f << " " << DTypeName(dt) << ": " << s.log);
+        REQUIRE(s.ok);
+        reqs.push_back(MakeCompileRequest(parsed, parsed.DefaultAssignment(), dt, "sm_90"));
+        what.push_back(f + " " + DTypeName(dt));
+      }
+    }
+  }
+  NvrtcCompiler nvrtc;
+  auto results = CompileAll(nvrtc, reqs);
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(what[i] << "\n" << results[i].log);
+    CHECK(results[i].ok);
+    CHECK(!results[i].cubin.empty());
+    CHECK(results[i].ptx.find(".target sm_90") != std::string::npos);
+    CHECK(results[i].resources.size() == reqs[i].entries.size());
+  }
+}
+
+TEST_CASE("a compile error names the candidate's own line", "[compile]") {
+  auto r = CompileText(R"(// @kevolve launch bad grid=rows block=32
+extern "C" __global__ void bad(const T* x, T* y, int rows, int cols) {
+  int i = threadIdx.x;
+
+  y[i] = x[i] + not_declared_anywhere;
+}
+)", DType::kF32, {}, "bad.cu");
+  CHECK_FALSE(r.ok);
+  CHECK(r.rung == "compile");
+  CHECK(r.log.find("bad.cu(5): error") != std::string::npos);
+  CHECK(r.log.find("not_declared_anywhere") != std::string::npos);
+}
+
+TEST_CASE("resource usage comes from ptxas verbose output", "[compile]") {
+  auto r = CompileText(kSmemKernel);
+  REQUIRE(r.ok);
+  REQUIRE(r.resources.count("k") == 1);
+  const Resources& k = r.resources.at("k");
+  CHECK(k.registers > 0);
+  CHECK(k.smem_static == 256 * 4);  // float buf[BLOCK]
+  CHECK(k.spill_stores == 0);
+  CHECK(r.compile_ms > 0);
+
+  auto parsed = ParsePtxasInfo(
+      "ptxas info    : Compiling entry function 'foo' for 'sm_90'\n"
+      "ptxas info    : Function properties for foo\n"
+      "    24 bytes stack frame, 16 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]\n");
+  REQUIRE(parsed.count("foo") == 1);
+  CHECK(parsed["foo"].registers == 255);
+  CHECK(parsed["foo"].stack == 24);
+  CHECK(parsed["foo"].spill_stores == 16);
+  CHECK(parsed["foo"].spill_loads == 12);
+  CHECK(parsed["foo"].smem_static == 4096);
+  CHECK(parsed["foo"].cmem == 400);
+  CHECK(parsed["foo"].barriers == 1);
+}
+
+TEST_CASE("parameters and the element type arrive as -D and a typedef", "[compile]") {
+  const char* text = R"(// @kevolve param BLOCK 64 128
+// @kevolve launch k grid=rows block=BLOCK
+static_assert(sizeof(T) == KV_SIZEOF_T, "T matches KV_SIZEOF_T");
+#if BLOCK == 128
+#error "BLOCK is 128"
+#endif
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) { y[threadIdx.x] = x[threadIdx.x]; }
+)";
+  CHECK(CompileText(text, DType::kBF16, {{"BLOCK", 64}}).ok);
+  auto r = CompileText(text, DType::kF16, {{"BLOCK", 128}});
+  CHECK_FALSE(r.ok);
+  CHECK(r.log.find("BLOCK is 128") != std::string::npos);
+}
+
+TEST_CASE("includes outside the allow list are rejected before NVRTC runs", "[compile][static]") {
+  const std::vector<std::string> bad = {
+      "#include <stdio.h>",
+      "#include \"/etc/passwd\"",
+      "#include \"../secret.h\"",
+      "#include <cuda/../../../../etc/hostname>",
+      "#  include   <unistd.h>",
+      "#define H <stdio.h>\n#include H",
+      "#include_next <cuda_fp16.h>",
+      "#if __has_include(\"/etc/passwd\")\n#endif",
+  };
+  for (const auto& inc : bad) {
+    INFO(inc);
+    Status s = StaticCheck("x.cu", inc + "\n");
+    CHECK_FALSE(s.ok());
+    if (!s.ok()) CHECK(s.message().rfind("x.cu:", 0) == 0);
+  }
+  for (const auto& good : {"#include <cuda_bf16.h>", "#include <cooperative_groups.h>",
+                           "#include <cooperative_groups/reduce.h>", "#include <cuda/pipeline>",
+                           "#include \"kevolve.h\""}) {
+    INFO(good);
+    CHECK(StaticCheck("x.cu", std::string(good) + "\n").ok());
+  }
+  // And through the compiler: a rejected include never reaches NVRTC.
+  auto r = CompileText("#include </etc/passwd>\n// @kevolve launch k grid=1 block=1\n__global__ void k() {}\n");
+  CHECK_FALSE(r.ok);
+  CHECK(r.rung == "static");
+  CHECK(r.log.find("root:") == std::string::npos);
+}
+
+TEST_CASE("allowed CUDA headers compile", "[compile]") {
+  auto r = CompileText(R"(#include <cooperative_groups.h>
+#include <cuda/pipeline>
+// @kevolve launch k grid=rows block=32
+namespace cg = cooperative_groups;
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
+  auto warp = cg::tiled_partition<32>(cg::this_thread_block());
+  y[threadIdx.x] = x[warp.thread_rank()];
+}
+)", DType::kBF16);
+  INFO(r.log);
+  CHECK(r.ok);
+}
+
+TEST_CASE("the size limit and a missing entry fail the static rung", "[compile][static]") {
+  StaticLimits limits;
+  limits.max_bytes = 100;
+  CHECK_FALSE(StaticCheck("big.cu", std::string(200, ' '), limits).ok());
+  auto r = CompileText("// @kevolve launch missing grid=1 block=1\n__global__ void other() {}\n");
+  CHECK_FALSE(r.ok);
+  CHECK(r.rung == "static");
+  CHECK(r.log.find("'missing' is not defined") != std::string::npos);
+}
+
+TEST_CASE("the compile cache never compiles the same request twice", "[compile]") {
+  auto c = CandidateSource::Parse(kSmemKernel, "k.cu");
+  REQUIRE(c.ok());
+  auto inner = std::make_shared<NvrtcCompiler>();
+  CachingCompiler cache(inner);
+  auto req = MakeCompileRequest(*c, c->DefaultAssignment(), DType::kF32, "sm_90");
+  auto a = cache.Compile(req);
+  auto b = cache.Compile(req);
+  REQUIRE(a.ok);
+  CHECK_FALSE(a.cached);
+  CHECK(b.cached);
+  CHECK(a.cubin == b.cubin);
+  CHECK(cache.size() == 1);
+  auto req2 = req;
+  req2.dtype = DType::kBF16;
+  CHECK(req2.Hash() != req.Hash());
+  cache.Compile(req2);
+  CHECK(cache.size() == 2);
+}
+
+TEST_CASE("CompileAll returns results in request order", "[compile]") {
+  const char* text = R"(// @kevolve param V 1 2 3 4
+// @kevolve launch k grid=1 block=32
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
+  __shared__ float s[V * 64];
+  s[threadIdx.x] = x[0]; __syncthreads(); y[0] = s[(threadIdx.x + 1) % 32];
+}
+)";
+  auto c = CandidateSource::Parse(text, "k.cu");
+  REQUIRE(c.ok());
+  std::vector<CompileRequest> reqs;
+  for (int64_t v : {1, 2, 3, 4}) reqs.push_back(MakeCompileRequest(*c, {{"V", v}}, DType::kF32, "sm_90"));
+  NvrtcCompiler nvrtc;
+  auto out = CompileAll(nvrtc, reqs, 2);
+  REQUIRE(out.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    REQUIRE(out[i].ok);
+    CHECK(out[i].resources.at("k").smem_static == static_cast<int64_t>((i + 1) * 64 * 4));
+  }
+}
