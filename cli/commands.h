@@ -13,6 +13,8 @@ Handler AddOpsCommand(CLI::App& app);
 Handler AddCompileCommand(CLI::App& app);
 Handler AddRunsCommand(CLI::App& app);
 Handler AddShowCommand(CLI::App& app);
+Handler AddEvalCommand(CLI::App& app);
+Handler AddWorkerCommand(CLI::App& app);
 // The main job: options on the top-level app itself (kevolve --op softmax --gens 50).
 Handler AddRunOptions(CLI::App& app);
 

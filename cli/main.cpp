@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   add(AddCompileCommand);
   add(AddRunsCommand);
   add(AddShowCommand);
+  add(AddEvalCommand);
+  add(AddWorkerCommand);
 
   try {
     app.parse(argc, argv);

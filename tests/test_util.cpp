@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -14,8 +15,15 @@ namespace fs = std::filesystem;
 
 namespace kevolve::testing {
 
-fs::path SourceRoot() { return fs::path(KEVOLVE_SOURCE_ROOT); }
-fs::path KevolveBinary() { return fs::path(KEVOLVE_BINARY); }
+// Both can be overridden for a build that runs elsewhere (the GPU machine).
+fs::path SourceRoot() {
+  const char* home = std::getenv("KEVOLVE_HOME");
+  return fs::path(home ? home : KEVOLVE_SOURCE_ROOT);
+}
+fs::path KevolveBinary() {
+  const char* bin = std::getenv("KEVOLVE_BIN");
+  return fs::path(bin ? bin : KEVOLVE_BINARY);
+}
 
 fs::path MakeTempDir(const std::string& tag) {
   static std::atomic<int> counter{0};

@@ -150,8 +150,10 @@ class DirectiveParser {
           if (used != dots) throw std::invalid_argument(tok);
           std::string hs = tok.substr(dots + 2);
           int64_t hi = std::stoll(hs, &used);
-          if (used != hs.size() || hi < lo || hi - lo > 4096) throw std::invalid_argument(tok);
-          for (int64_t v = lo; v <= hi; ++v) p.values.push_back(v);
+          int64_t span = 0;
+          if (used != hs.size() || hi < lo || __builtin_sub_overflow(hi, lo, &span) || span > 4096)
+            throw std::invalid_argument(tok);
+          for (int64_t k = 0; k <= span; ++k) p.values.push_back(lo + k);
         } else {
           int64_t v = std::stoll(tok, &used);
           if (used != tok.size()) throw std::invalid_argument(tok);

@@ -48,6 +48,11 @@ Result<Json> ReadJsonFile(const std::string& path) {
     auto p = what.find(": ");
     std::string detail = p == std::string::npos ? what : what.substr(p + 2);
     return Status::Error(path + ":" + LineCol(*text, e.byte > 0 ? e.byte - 1 : 0) + ": " + detail);
+  } catch (const Json::exception& e) {
+    // Other parse-time failures (a number out of range): keep the message, drop the tag.
+    std::string what = e.what();
+    auto p = what.find("] ");
+    return Status::Error(path + ": " + (p == std::string::npos ? what : what.substr(p + 2)));
   }
 }
 

@@ -136,9 +136,10 @@ Tolerance ParseTolerance(JsonReader& r, const Json& t, const std::string& path) 
 
 std::string ResolveFile(JsonReader& r, const std::string& dir, const std::string& rel,
                         const std::string& path) {
-  fs::path p = fs::path(dir) / rel;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(dir) / rel, ec).lexically_normal();
   if (!fs::is_regular_file(p)) r.Error(path, "file '" + p.string() + "' does not exist");
-  return p.lexically_normal().string();
+  return p.string();
 }
 
 }  // namespace
@@ -246,6 +247,9 @@ Result<OpSpec> LoadOpSpec(const std::string& dir) {
   }
 
   if (const Json* t = r.Field(j, "tolerance", "", Json::value_t::object)) {
+    std::vector<std::string> names;
+    for (DType dt : op.dtypes) names.push_back(DTypeName(dt));
+    r.OnlyKeys(*t, names, "tolerance");
     for (DType dt : op.dtypes) {
       std::string name = DTypeName(dt);
       if (const Json* tt = r.Field(*t, name, "tolerance", Json::value_t::object))

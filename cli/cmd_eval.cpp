@@ -1,0 +1,203 @@
+// kevolve eval: every rung on the GPU for candidate files; kevolve worker (internal).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "app_context.h"
+#include "commands.h"
+#include "kevolve/core/json_file.h"
+#include "kevolve/engine/pipeline.h"
+#include "kevolve/evaluators/cuda_driver.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
+#include "kevolve/evaluators/worker.h"
+#include "kevolve/evaluators/worker_pool.h"
+#include "kevolve/operators/param_ops.h"
+
+namespace fs = std::filesystem;
+
+namespace kevolve::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string op, dtype, db, timer = "events";
+  std::vector<std::string> files, params;
+  bool json = false, profile = false, recalibrate = false, no_timing = false;
+  uint64_t seed = 1;
+  int variants = 0;
+  double launch_timeout_ms = 2000;
+  double timeout_factor = 50;
+};
+
+std::string Num(double v, const char* fmt = "%.4g") {
+  char b[64];
+  std::snprintf(b, sizeof(b), fmt, v);
+  return b;
+}
+
+void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dtype) {
+  std::printf("%s [%s] %s %s%s\n", l.input.name.c_str(), AssignmentString(l.input.params).c_str(), dtype.c_str(),
+              arch.c_str(), l.device_uuid.empty() ? "" : (" on " + l.device_uuid).c_str());
+  for (const auto& r : l.rungs) {
+    if (r.name == "timing" && r.ok) {
+      std::map<std::string, const ShapeFraction*> frac;
+      if (l.fitness)
+        for (const auto& s : l.fitness->shapes) frac[s.shape] = &s;
+      for (const auto& t : l.timings) {
+        std::string line = "[timing] ok " + t.shape + " median_us=" + Num(t.median_us) + " p10=" + Num(t.p10_us) +
+                           " p90=" + Num(t.p90_us) + " n=" + std::to_string(t.n);
+        if (auto it = frac.find(t.shape); it != frac.end())
+          line += " frac=" + Num(it->second->fraction, "%.3f") + " roofline_us=" + Num(it->second->roofline_us) + " (" +
+                  it->second->bound + ")";
+        std::printf("  %s\n", line.c_str());
+      }
+      continue;
+    }
+    std::printf("  %s\n", FormatRung(r).c_str());
+  }
+}
+
+nlohmann::json LadderJson(const Ladder& l) {
+  nlohmann::json j = {{"file", l.input.name}, {"params", l.input.params}, {"hash", l.hash}, {"ok", l.ok()},
+                      {"status", l.status()}, {"device", l.device_uuid}, {"rungs", nlohmann::json::array()},
+                      {"timings", nlohmann::json::array()}};
+  for (const auto& r : l.rungs)
+    j["rungs"].push_back({{"name", r.name}, {"ok", r.ok}, {"reason", r.reason}, {"metrics", r.metrics},
+                          {"log", r.log}, {"duration_ms", r.duration_ms}});
+  for (const auto& t : l.timings)
+    j["timings"].push_back({{"shape", t.shape}, {"median_us", t.median_us}, {"p10_us", t.p10_us},
+                            {"p90_us", t.p90_us}, {"n", t.n}, {"protocol", t.protocol}});
+  if (l.fitness) j["fitness"] = l.fitness->fitness;
+  return j;
+}
+
+int Run(const EvalArgs& a) {
+  auto op = LoadOp(a.op);
+  if (!op.ok()) { PrintError(op.error()); return kExitUsage; }
+  auto dtype = ResolveDType(*op, a.dtype);
+  if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
+  if (a.timer != "events" && a.timer != "cupti") { PrintError("--timer must be events or cupti"); return kExitUsage; }
+  std::vector<CandidateInput> inputs;
+  for (const auto& f : a.files) {
+    auto text = ReadTextFile(f);
+    if (!text.ok()) { PrintError(text.error()); return kExitUsage; }
+    CandidateInput in{fs::path(f).filename().string(), *text, {}};
+    if (auto parsed = CandidateSource::Parse(*text, in.name); parsed.ok()) in.params = parsed->DefaultAssignment();
+    for (const auto& kv : a.params) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) { PrintError("--param expects NAME=VALUE"); return kExitUsage; }
+      try {
+        in.params[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
+      } catch (const std::exception&) {
+        PrintError("--param " + kv + ": the value is not an integer");
+        return kExitUsage;
+      }
+    }
+    inputs.push_back(in);
+    // --variants: more distinct random valid assignments of the same file.
+    if (a.variants > 1) {
+      auto parsed = CandidateSource::Parse(*text, in.name);
+      if (!parsed.ok()) continue;
+      std::mt19937_64 rng(a.seed);
+      std::set<Assignment> seen = {in.params};
+      Env constants = {{"sizeof_T", DTypeSize(*dtype)}};
+      for (int tries = 0; static_cast<int>(seen.size()) < a.variants && tries < 50 * a.variants; ++tries) {
+        auto v = SampleAssignment(*parsed, rng, constants);
+        if (!v.ok()) break;
+        if (seen.insert(*v).second) inputs.push_back({in.name, in.text, *v});
+      }
+    }
+  }
+  auto gpus = ListGpus();
+  if (!gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
+  std::unique_ptr<db::Store> store;
+  if (!a.db.empty()) {
+    auto s = db::OpenSqliteStore(a.db);
+    if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
+    store = std::move(*s);
+  }
+  WorkerPoolOptions wo;
+  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
+  auto pool = WorkerPool::Start(wo);
+  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
+  auto cal = LoadOrCalibrate(**pool, store.get(), a.recalibrate, !a.json);
+  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  PipelineOptions po;
+  po.eval.seed = a.seed;
+  po.eval.timing.timer = a.timer;
+  po.eval.launch_timeout_ms = a.launch_timeout_ms;
+  po.eval.timeout_factor = a.timeout_factor;
+  po.eval.skip_timing = a.no_timing;
+  auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
+  auto pipe = Pipeline::Create(*op, *dtype, pool->get(), *cal, compiler, po);
+  if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Ladder> ladders = (*pipe)->Run(inputs);
+  double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int failed = 0;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : ladders) {
+    failed += !l.ok();
+    if (store) {
+      RecordContext ctx{op->name, DTypeName(*dtype), (*pipe)->arch()};
+      if (auto id = RecordLadder(*store, l, ctx); !id.ok()) PrintError(id.error());
+    }
+    if (a.json) out.push_back(LadderJson(l));
+    else PrintLadder(l, (*pipe)->arch(), DTypeName(*dtype));
+  }
+  if (a.json) std::printf("%s\n", out.dump(2).c_str());
+  if (!a.json && ladders.size() > 1)
+    std::printf("%zu candidates (%d failed) in %.1f s on %zu GPU(s): %.0f candidates per GPU-minute\n", ladders.size(),
+                failed, wall_s, (*pool)->Devices().size(),
+                ladders.size() / (wall_s / 60.0) / static_cast<double>((*pool)->Devices().size()));
+  if ((*pool)->restarts() > 0 && !a.json)
+    std::printf("%d worker restart(s) after faulty candidates\n", (*pool)->restarts());
+  return failed ? kExitFailed : kExitOk;
+}
+
+struct WorkerArgs {
+  int device = 0;
+};
+
+}  // namespace
+
+Handler AddEvalCommand(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "eval",
+      "Run every rung (static, compile, launch, correctness, timing, fitness) on the GPU and print the ladder.\n"
+      "Exit status: 0 only when every rung of every candidate passes; 1 when one fails; 2 for bad input;\n"
+      "3 when no GPU is usable.\n"
+      "Examples:\n"
+      "  kevolve eval --op softmax configs/ops/softmax/seeds/warp_row.cu\n"
+      "  kevolve eval --op softmax --dtype bf16 --param WARPS=8 --db kevolve.db my_kernel.cu\n"
+      "  kevolve eval --op softmax --json --timer cupti configs/ops/softmax/seeds/*.cu");
+  sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
+  sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
+  sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)");
+  sub->add_option("--db", a->db, "Record candidates, rungs, timings and calibration in this database");
+  sub->add_option("--seed", a->seed, "Seed of the random input draws");
+  sub->add_option("--timer", a->timer, "events (CUDA events) or cupti (CUPTI kernel records)");
+  sub->add_option("--launch-timeout-ms", a->launch_timeout_ms, "Watchdog floor per launch sequence (default 2000)");
+  sub->add_option("--timeout-factor", a->timeout_factor, "Watchdog limit as a multiple of the reference's time (default 50)");
+  sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones");
+  sub->add_flag("--recalibrate", a->recalibrate, "Measure the device's copy bandwidth and FMA peak again");
+  sub->add_flag("--no-timing", a->no_timing, "Stop after the correctness rung");
+  sub->add_flag("--profile", a->profile, "Add an Nsight Compute report and SASS (needs ncu / cuobjdump)");
+  sub->add_flag("--json", a->json, "Machine-readable output");
+  sub->add_option("files", a->files, "Candidate .cu files")->required()->check(CLI::ExistingFile);
+  return [a] { return Run(*a); };
+}
+
+Handler AddWorkerCommand(CLI::App& app) {
+  auto a = std::make_shared<WorkerArgs>();
+  CLI::App* sub = app.add_subcommand("worker", "Internal: one GPU worker process (speaks the protocol on stdin/stdout).");
+  sub->group("");  // hidden from --help
+  sub->add_option("--device", a->device, "GPU ordinal among the visible devices")->required();
+  return [a] { return RunWorker(a->device); };
+}
+
+}  // namespace kevolve::cli

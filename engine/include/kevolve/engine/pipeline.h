@@ -1,0 +1,102 @@
+// The ladder for a batch of candidates: static and compile on the CPU pool, then launch,
+// correctness and timing on every GPU at once, then fitness. Used by `kevolve eval` and
+// by the search loop.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kevolve/core/candidate.h"
+#include "kevolve/core/op_spec.h"
+#include "kevolve/db/store.h"
+#include "kevolve/evaluators/compiler.h"
+#include "kevolve/evaluators/executor.h"
+#include "kevolve/evaluators/fitness.h"
+#include "kevolve/evaluators/request_builder.h"
+#include "kevolve/evaluators/rungs.h"
+
+namespace kevolve {
+
+struct CandidateInput {
+  std::string name;   // file name shown in logs
+  std::string text;
+  Assignment params;
+};
+
+// Everything one candidate went through.
+struct Ladder {
+  CandidateInput input;
+  CandidateSource parsed;
+  std::string hash;   // candidate identity (the compile request's hash)
+  std::vector<RungResult> rungs;
+  std::vector<ShapeTiming> timings;
+  std::optional<FitnessResult> fitness;
+  std::string device_uuid;
+  CompileResult compiled;
+
+  bool ok() const;              // every rung passed
+  std::string status() const;   // "ok", or "failed_<rung>" / the fault ("timeout", "crashed", "suspect")
+  const RungResult* Find(const std::string& rung) const;
+  nlohmann::json Features() const;  // params, registers, smem, threads: for diversity
+};
+
+struct PipelineOptions {
+  std::string arch;             // default: the first device's, else sm_90
+  EvalOptions eval;
+  bool compile_only = false;
+  double suspect_ratio = 0.9;
+  int compile_threads = 0;      // 0: all cores
+};
+
+class Pipeline {
+ public:
+  // `executor` may be null for compile-only use; `calibration` maps device uuid to its
+  // measured ceilings. The reference is compiled once here.
+  static Result<std::unique_ptr<Pipeline>> Create(const OpSpec& op, DType dtype, GpuExecutor* executor,
+                                                  std::map<std::string, Calibration> calibration,
+                                                  std::shared_ptr<Compiler> compiler, PipelineOptions options);
+
+  // Runs the ladder for every candidate. `check`/`tune` default to the op's sets.
+  std::vector<Ladder> Run(const std::vector<CandidateInput>& cands,
+                          const std::vector<Shape>* check = nullptr, const std::vector<Shape>* tune = nullptr);
+
+  const std::string& arch() const { return options_.arch; }
+  const OpSpec& op() const { return op_; }
+  DType dtype() const { return dtype_; }
+
+ private:
+  Pipeline(const OpSpec& op, DType dtype) : op_(op), dtype_(dtype) {}
+  OpSpec op_;
+  DType dtype_;
+  GpuExecutor* executor_ = nullptr;
+  std::map<std::string, Calibration> calibration_;
+  std::shared_ptr<Compiler> compiler_;
+  PipelineOptions options_;
+  CandidateSource ref_source_;
+  CompileResult ref_binary_;
+  int num_sms_ = 0;
+};
+
+// Stores a ladder: the source (deduplicated), the candidate (deduplicated by hash), its
+// rungs, timings, fitness and artifacts, in one transaction for the evaluation.
+struct RecordContext {
+  std::string op, dtype, arch, origin = "user", op_name = "user";
+  std::optional<int64_t> run_id;
+  int generation = 0, island = 0;
+  std::vector<int64_t> parents;
+};
+Result<int64_t> RecordLadder(db::Store& store, const Ladder& l, const RecordContext& ctx);
+
+}  // namespace kevolve
+
+namespace kevolve {
+
+// The ceilings of every device of `ex`: from the store's cache (keyed by UUID) unless
+// `recalibrate`, else measured by the worker and written back. `store` may be null.
+Result<std::map<std::string, Calibration>> LoadOrCalibrate(GpuExecutor& ex, db::Store* store, bool recalibrate,
+                                                           bool verbose);
+
+}  // namespace kevolve

@@ -1,0 +1,235 @@
+#include "kevolve/engine/pipeline.h"
+
+#include <cstdio>
+
+#include "kevolve/core/hash.h"
+#include "kevolve/core/json_file.h"
+#include "kevolve/evaluators/compile_pool.h"
+
+namespace kevolve {
+
+bool Ladder::ok() const {
+  if (rungs.empty()) return false;
+  for (const auto& r : rungs)
+    if (!r.ok) return false;
+  return true;
+}
+
+std::string Ladder::status() const {
+  for (const auto& r : rungs) {
+    if (r.ok) continue;
+    if (r.reason == "timeout" || r.reason == "crashed" || r.reason == "suspect") return r.reason;
+    return "failed_" + r.name;
+  }
+  return rungs.empty() ? "pending" : "ok";
+}
+
+const RungResult* Ladder::Find(const std::string& rung) const {
+  for (const auto& r : rungs)
+    if (r.name == rung) return &r;
+  return nullptr;
+}
+
+nlohmann::json Ladder::Features() const {
+  nlohmann::json f = {{"source", input.name}};
+  for (const auto& [k, v] : input.params) f["param_" + k] = v;
+  if (compiled.ok) {
+    Resources a = Aggregate(compiled);
+    f["regs"] = a.registers;
+    f["smem_static"] = a.smem_static;
+    f["spills"] = a.spill_loads + a.spill_stores;
+  }
+  return f;
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Create(const OpSpec& op, DType dtype, GpuExecutor* executor,
+                                                   std::map<std::string, Calibration> calibration,
+                                                   std::shared_ptr<Compiler> compiler, PipelineOptions options) {
+  std::unique_ptr<Pipeline> p(new Pipeline(op, dtype));
+  p->executor_ = executor;
+  p->calibration_ = std::move(calibration);
+  p->compiler_ = std::move(compiler);
+  if (executor && !executor->Devices().empty()) {
+    const DeviceDesc& d = executor->Devices().front();
+    if (options.arch.empty()) options.arch = d.arch;
+    p->num_sms_ = d.sm_count;
+  }
+  if (options.arch.empty()) options.arch = "sm_90";
+  p->options_ = std::move(options);
+  auto text = ReadTextFile(op.reference);
+  if (!text.ok()) return text.status();
+  auto ref = CandidateSource::Parse(*text, op.reference);
+  if (!ref.ok()) return Status::Error("reference: " + ref.error());
+  p->ref_source_ = *ref;
+  p->ref_binary_ = p->compiler_->Compile(MakeCompileRequest(*ref, {}, dtype, p->options_.arch));
+  if (!p->ref_binary_.ok) return Status::Error("the reference does not compile:\n" + p->ref_binary_.log);
+  return p;
+}
+
+std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, const std::vector<Shape>* check,
+                                  const std::vector<Shape>* tune) {
+  std::vector<Ladder> out(cands.size());
+  std::vector<CompileRequest> reqs;
+  std::vector<size_t> req_of(cands.size(), SIZE_MAX);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    out[i].input = cands[i];
+    RungResult s = StaticRung(op_, dtype_, cands[i].name, cands[i].text, cands[i].params, &out[i].parsed);
+    out[i].rungs.push_back(s);
+    if (!s.ok) {
+      out[i].hash = Sha256Hex("static-failed\n" + cands[i].text + "\n" + AssignmentString(cands[i].params) + "\n" +
+                              DTypeName(dtype_) + options_.arch);
+      continue;
+    }
+    req_of[i] = reqs.size();
+    reqs.push_back(MakeCompileRequest(out[i].parsed, cands[i].params, dtype_, options_.arch));
+    out[i].hash = reqs.back().Hash();
+  }
+  std::vector<CompileResult> bins = CompileAll(*compiler_, reqs, options_.compile_threads);
+
+  std::vector<EvalRequest> evals;
+  std::vector<size_t> ladder_of;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (req_of[i] == SIZE_MAX) continue;
+    out[i].compiled = std::move(bins[req_of[i]]);
+    out[i].rungs.push_back(CompileRung(out[i].compiled));
+    if (!out[i].compiled.ok || options_.compile_only || !executor_) continue;
+    CompiledKernel cand{&out[i].parsed, cands[i].params, &out[i].compiled};
+    CompiledKernel ref{&ref_source_, {}, &ref_binary_};
+    auto req = BuildEvalRequest(op_, dtype_, cand, ref, check ? *check : op_.check, tune ? *tune : op_.tune,
+                                num_sms_, options_.eval);
+    if (!req.ok()) {
+      out[i].rungs.push_back({"launch", false, "bad_launch", nlohmann::json::object(), req.error(), 0});
+      continue;
+    }
+    req->id = static_cast<int64_t>(i);
+    evals.push_back(std::move(*req));
+    ladder_of.push_back(i);
+  }
+  if (evals.empty()) return out;
+  auto results = EvaluateAll(*executor_, evals);
+  for (size_t k = 0; k < results.size(); ++k) {
+    Ladder& l = out[ladder_of[k]];
+    if (!results[k].ok()) {
+      l.rungs.push_back({"launch", false, "worker_error", nlohmann::json::object(), results[k].error(), 0});
+      continue;
+    }
+    EvalResult& r = *results[k];
+    l.device_uuid = r.device_uuid;
+    for (auto& rung : r.rungs) l.rungs.push_back(std::move(rung));
+    l.timings = std::move(r.timings);
+    const RungResult* timing = l.Find("timing");
+    if (timing && timing->ok) {
+      auto cal = calibration_.find(l.device_uuid);
+      if (cal == calibration_.end()) {
+        l.rungs.push_back({"fitness", false, "no_calibration", nlohmann::json::object(),
+                           "no calibration for device " + l.device_uuid, 0});
+        continue;
+      }
+      l.fitness = ComputeFitness(l.timings, cal->second, options_.suspect_ratio);
+      l.rungs.push_back(FitnessRung(*l.fitness));
+    }
+  }
+  return out;
+}
+
+Result<int64_t> RecordLadder(db::Store& store, const Ladder& l, const RecordContext& ctx) {
+  db::SourceRecord src;
+  src.hash = Sha256Hex(l.input.text);
+  src.name = l.input.name;
+  src.text = l.input.text;
+  src.origin = ctx.origin;
+  auto sid = store.PutSource(src);
+  if (!sid.ok()) return sid.status();
+  db::CandidateRecord c;
+  c.hash = l.hash;
+  c.source_id = *sid;
+  for (const auto& [k, v] : l.input.params) c.params[k] = v;
+  c.op = ctx.op;
+  c.dtype = ctx.dtype;
+  c.arch = ctx.arch;
+  c.run_id = ctx.run_id;
+  c.generation = ctx.generation;
+  c.island = ctx.island;
+  c.op_name = ctx.op_name;
+  c.parents = ctx.parents;
+  auto id = store.PutCandidate(c);
+  if (!id.ok()) return id.status();
+  db::EvaluationRecord e;
+  e.candidate_id = id->first;
+  e.status = l.status();
+  if (l.fitness && l.ok()) e.fitness = l.fitness->fitness;
+  e.features = l.Features();
+  for (const auto& r : l.rungs) {
+    nlohmann::json metrics = r.metrics;
+    if (!r.reason.empty()) metrics["reason"] = r.reason;
+    std::string device = r.name == "static" || r.name == "compile" ? "" : l.device_uuid;
+    e.rungs.push_back({0, id->first, r.name, r.ok, metrics, r.log, r.duration_ms, device, ""});
+  }
+  std::map<std::string, const ShapeFraction*> frac;
+  if (l.fitness)
+    for (const auto& s : l.fitness->shapes) frac[s.shape] = &s;
+  for (const auto& t : l.timings) {
+    db::TimingRecord tr;
+    tr.device_uuid = l.device_uuid;
+    tr.shape = t.shape;
+    tr.median_us = t.median_us;
+    tr.p10_us = t.p10_us;
+    tr.p90_us = t.p90_us;
+    tr.n = t.n;
+    tr.samples_us = t.samples_us;
+    tr.protocol = t.protocol;
+    if (auto it = frac.find(t.shape); it != frac.end()) {
+      tr.roofline_us = it->second->roofline_us;
+      tr.fraction = it->second->fraction;
+    }
+    e.timings.push_back(std::move(tr));
+  }
+  if (Status s = store.RecordEvaluation(e); !s.ok()) return s;
+  if (l.compiled.ok) {
+    store.PutArtifact(id->first, "cubin", l.compiled.cubin);
+    store.PutArtifact(id->first, "ptx", l.compiled.ptx);
+  }
+  return id->first;
+}
+
+}  // namespace kevolve
+
+namespace kevolve {
+
+Result<std::map<std::string, Calibration>> LoadOrCalibrate(GpuExecutor& ex, db::Store* store, bool recalibrate,
+                                                           bool verbose) {
+  std::map<std::string, Calibration> out;
+  auto devices = ex.Devices();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const DeviceDesc& d = devices[i];
+    if (store && !recalibrate) {
+      auto rec = store->GetDevice(d.uuid);
+      if (rec.ok() && *rec && (*rec)->copy_gbps > 0 && (*rec)->fp32_gflops > 0) {
+        out[d.uuid] = {d.uuid, (*rec)->copy_gbps, (*rec)->fp32_gflops, (*rec)->calibration};
+        continue;
+      }
+    }
+    auto cal = ex.Calibrate(static_cast<int>(i));
+    if (!cal.ok()) return Status::Error("calibrating " + d.name + " (" + d.uuid + "): " + cal.error());
+    if (verbose)
+      std::fprintf(stderr, "calibrated %s (%s): copy %.0f GB/s, fp32 FMA %.1f TFLOP/s\n", d.name.c_str(),
+                   d.uuid.c_str(), cal->copy_gbps, cal->fp32_gflops / 1000);
+    out[d.uuid] = *cal;
+    if (store) {
+      db::DeviceRecord rec;
+      rec.uuid = d.uuid;
+      rec.name = d.name;
+      rec.arch = d.arch;
+      rec.sm_count = d.sm_count;
+      rec.l2_bytes = d.l2_bytes;
+      rec.mem_bytes = d.mem_bytes;
+      rec.copy_gbps = cal->copy_gbps;
+      rec.fp32_gflops = cal->fp32_gflops;
+      rec.calibration = cal->details;
+      if (Status s = store->PutDevice(rec); !s.ok()) return s;
+    }
+  }
+  return out;
+}
+
+}  // namespace kevolve

@@ -1,0 +1,113 @@
+#include "harness.h"
+
+#include "kevolve/evaluators/nvrtc_compiler.h"
+
+namespace kevolve::gpu {
+
+namespace {
+
+const char* kHarnessSource = R"(
+__device__ __forceinline__ unsigned long long kv_mix(unsigned long long z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ float kv_draw(long long i, unsigned long long seed, int normal) {
+  unsigned long long h = kv_mix(seed ^ kv_mix((unsigned long long)i));
+  float u1 = ((h >> 40) + 1) * (1.0f / 16777217.0f);          // (0, 1]
+  float u2 = ((h & 0xffffffull)) * (1.0f / 16777216.0f);       // [0, 1)
+  if (!normal) return 2.0f * u2 - 1.0f;
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+#define KV_FILL(NAME, TYPE, CONV)                                                            \
+  extern "C" __global__ void NAME(TYPE* p, long long n, unsigned long long seed, float scale,  \
+                                  float offset, int normal) {                                 \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;               \
+         i += (long long)gridDim.x * blockDim.x)                                              \
+      p[i] = CONV(kv_draw(i, seed, normal) * scale + offset);                                 \
+  }
+KV_FILL(kv_fill_f32, float, (float))
+KV_FILL(kv_fill_f16, __half, __float2half_rn)
+KV_FILL(kv_fill_bf16, __nv_bfloat16, __float2bfloat16_rn)
+
+extern "C" __global__ void kv_copy(const uint4* __restrict__ src, uint4* __restrict__ dst, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
+
+extern "C" __global__ void kv_fma(float* out, int iters) {
+  float a0 = threadIdx.x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5, a6 = a0 + 6, a7 = a0 + 7;
+  const float m = 0.999999f, c = 1e-7f;
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      a0 = fmaf(a0, m, c); a1 = fmaf(a1, m, c); a2 = fmaf(a2, m, c); a3 = fmaf(a3, m, c);
+      a4 = fmaf(a4, m, c); a5 = fmaf(a5, m, c); a6 = fmaf(a6, m, c); a7 = fmaf(a7, m, c);
+    }
+  }
+  float s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+  if (s == 12345.678f) out[threadIdx.x] = s;  // keeps the chains alive
+}
+)";
+
+}  // namespace
+
+Result<std::unique_ptr<Harness>> Harness::Build(const Device& dev) {
+  NvrtcCompiler nvrtc;
+  CompileRequest req;
+  req.name = "kevolve_harness.cu";
+  req.source = std::string("// @kevolve launch kv_copy grid=1 block=1\n") + kHarnessSource;
+  req.dtype = DType::kF32;
+  req.arch = dev.desc().arch;
+  req.entries = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16", "kv_copy", "kv_fma"};
+  CompileResult c = nvrtc.Compile(req);
+  if (!c.ok) return Status::Error("compiling the worker's harness kernels failed:\n" + c.log);
+  std::unique_ptr<Harness> h(new Harness(dev));
+  auto m = dev.Load(c.cubin);
+  if (!m.ok()) return m.status();
+  h->module_ = std::move(*m);
+  const char* names[] = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16"};
+  for (int i = 0; i < 3; ++i)
+    if (Status s = dev.Check(dev.drv().cuModuleGetFunction(&h->fill_[i], h->module_.get(), names[i]),
+                             "cuModuleGetFunction");
+        !s.ok())
+      return s;
+  if (Status s = dev.Check(dev.drv().cuModuleGetFunction(&h->copy_, h->module_.get(), "kv_copy"), "cuModuleGetFunction");
+      !s.ok())
+    return s;
+  if (Status s = dev.Check(dev.drv().cuModuleGetFunction(&h->fma_, h->module_.get(), "kv_fma"), "cuModuleGetFunction");
+      !s.ok())
+    return s;
+  return h;
+}
+
+Status Harness::Fill(CUdeviceptr p, int64_t n, DType dtype, uint64_t seed, bool normal, float scale,
+                     float offset) const {
+  int idx = dtype == DType::kF32 ? 0 : dtype == DType::kF16 ? 1 : dtype == DType::kBF16 ? 2 : -1;
+  if (idx < 0) return Status::Error(std::string("no input generator for dtype ") + DTypeName(dtype));
+  if (n == 0) return Status::Ok();
+  long long nn = n;
+  unsigned long long s = seed;
+  int norm = normal ? 1 : 0;
+  void* args[] = {&p, &nn, &s, &scale, &offset, &norm};
+  int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{dev_.desc().sm_count} * 16);
+  return dev_.Check(dev_.drv().cuLaunchKernel(fill_[idx], static_cast<unsigned>(blocks), 1, 1, 256, 1, 1, 0,
+                                              dev_.stream(), args, nullptr),
+                    "cuLaunchKernel(kv_fill)");
+}
+
+Status Harness::Copy(CUdeviceptr src, CUdeviceptr dst, int64_t n16, int blocks) const {
+  long long n = n16;
+  void* args[] = {&src, &dst, &n};
+  return dev_.Check(dev_.drv().cuLaunchKernel(copy_, blocks, 1, 1, 512, 1, 1, 0, dev_.stream(), args, nullptr),
+                    "cuLaunchKernel(kv_copy)");
+}
+
+Status Harness::Fma(CUdeviceptr out, int iters, int blocks, int threads) const {
+  void* args[] = {&out, &iters};
+  return dev_.Check(dev_.drv().cuLaunchKernel(fma_, blocks, 1, 1, threads, 1, 1, 0, dev_.stream(), args, nullptr),
+                    "cuLaunchKernel(kv_fma)");
+}
+
+}  // namespace kevolve::gpu

@@ -1,0 +1,258 @@
+// WorkerPool against kevolve_fake_worker: round trips, the watchdog, crashes, garbage,
+// lost contexts, concurrency and clean shutdown. No GPU needed.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "kevolve/evaluators/worker_pool.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace kevolve;
+
+namespace {
+
+WorkerPoolOptions FakeOptions(std::vector<std::string> extra, std::vector<int> devices = {0}) {
+  WorkerPoolOptions o;
+  o.exe = KEVOLVE_FAKE_WORKER;
+  o.extra_args = std::move(extra);
+  o.devices = std::move(devices);
+  o.start_timeout_ms = 10000;
+  o.min_deadline_ms = 300;
+  return o;
+}
+
+std::unique_ptr<WorkerPool> StartPool(const WorkerPoolOptions& o) {
+  auto pool = WorkerPool::Start(o);
+  INFO(pool.status().ToString());
+  REQUIRE(pool.ok());
+  return std::move(pool).value();
+}
+
+// A request with no shapes: its deadline is the floor.
+EvalRequest Request(int64_t id) {
+  EvalRequest r;
+  r.id = id;
+  r.candidate.cubin = std::string("\0cubin", 6);
+  return r;
+}
+
+void CheckServed(WorkerPool& pool, int64_t id) {
+  auto r = pool.Evaluate(Request(id));
+  REQUIRE(r.ok());
+  REQUIRE(r->rungs.size() == 1);
+  CHECK(r->rungs[0].name == "correctness");
+  CHECK(r->rungs[0].ok);
+  CHECK(r->rungs[0].metrics["id"] == id);
+  CHECK(r->id == id);
+}
+
+const RungResult& OnlyRung(const Result<EvalResult>& r) {
+  REQUIRE(r.ok());
+  REQUIRE(r->rungs.size() == 1);
+  return r->rungs[0];
+}
+
+// The pids of this process's children, from /proc.
+std::set<pid_t> ChildPids() {
+  std::set<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == ::getpid())
+      out.insert(std::stoi(name));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a worker pool serves requests and calibrations", "[workers]") {
+  auto pool = StartPool(FakeOptions({"--mode", "ok"}));
+  auto devs = pool->Devices();
+  REQUIRE(devs.size() == 1);
+  CHECK(devs[0].uuid == "FAKE-0");
+  CHECK(devs[0].name == "fake");
+  CheckServed(*pool, 11);
+  CheckServed(*pool, 12);
+  auto r = pool->Evaluate(Request(13));
+  REQUIRE(r.ok());
+  CHECK(r->device_uuid == "FAKE-0");
+  auto cal = pool->Calibrate(0);
+  REQUIRE(cal.ok());
+  CHECK(cal->uuid == "FAKE-0");
+  CHECK(cal->copy_gbps == 4000);
+  CHECK_FALSE(pool->Calibrate(1).ok());
+  CHECK(pool->restarts() == 0);
+}
+
+TEST_CASE("the watchdog kills a hanging worker and its replacement serves", "[workers]") {
+  fs::path dir = testing::MakeTempDir("hang");
+  auto pool = StartPool(FakeOptions({"--mode", "hang-once", "--marker", (dir / "marker").string()}));
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = pool->Evaluate(Request(1));
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const RungResult& rung = OnlyRung(r);
+  CHECK(rung.name == "launch");
+  CHECK_FALSE(rung.ok);
+  CHECK(rung.reason == "timeout");
+  CHECK_THAT(rung.log, Catch::Contains("watchdog deadline of 300 ms") && Catch::Contains("killed and replaced"));
+  CHECK(r->device_uuid == "FAKE-0");
+  CHECK(r->id == 1);
+  CHECK(ms >= 290);
+  CHECK(ms < 5000);
+  CHECK(pool->restarts() == 1);
+  CheckServed(*pool, 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a crashing worker gives a crashed rung with its stderr, and is replaced", "[workers]") {
+  fs::path dir = testing::MakeTempDir("crash");
+  auto pool = StartPool(FakeOptions({"--mode", "crash", "--marker", (dir / "marker").string()}));
+  auto r1 = pool->Evaluate(Request(1));
+  const RungResult& rung = OnlyRung(r1);
+  CHECK_FALSE(rung.ok);
+  CHECK(rung.reason == "crashed");
+  CHECK_THAT(rung.log, Catch::Contains("signal 6") && Catch::Contains("crashing on purpose"));
+  CHECK(pool->restarts() == 1);
+  CheckServed(*pool, 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a worker sending garbage gives a failed rung, not a broken pool", "[workers]") {
+  fs::path dir = testing::MakeTempDir("garbage");
+  auto pool = StartPool(FakeOptions({"--mode", "garbage", "--marker", (dir / "marker").string()}));
+  auto r1 = pool->Evaluate(Request(1));
+  const RungResult& rung = OnlyRung(r1);
+  CHECK_FALSE(rung.ok);
+  CHECK(rung.reason == "worker_error");
+  CHECK_THAT(rung.log, Catch::Contains("malformed"));
+  CHECK(pool->restarts() == 1);
+  CheckServed(*pool, 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an error message from the worker is a worker_error rung; the worker stays", "[workers]") {
+  fs::path dir = testing::MakeTempDir("error");
+  auto pool = StartPool(FakeOptions({"--mode", "error", "--marker", (dir / "marker").string()}));
+  auto r1 = pool->Evaluate(Request(1));
+  const RungResult& rung = OnlyRung(r1);
+  CHECK_FALSE(rung.ok);
+  CHECK(rung.reason == "worker_error");
+  CHECK(rung.log == "fake failure on purpose");
+  CHECK(pool->restarts() == 0);
+  CheckServed(*pool, 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a lost context replaces the worker", "[workers]") {
+  fs::path dir = testing::MakeTempDir("lost");
+  auto pool = StartPool(FakeOptions({"--mode", "lose-context", "--marker", (dir / "marker").string()}));
+  auto r = pool->Evaluate(Request(1));
+  REQUIRE(r.ok());
+  CHECK(r->context_lost);
+  CHECK(r->id == 1);
+  CHECK(pool->restarts() == 1);
+  auto next = pool->Evaluate(Request(2));
+  REQUIRE(next.ok());
+  CHECK_FALSE(next->context_lost);
+  CHECK(next->rungs.at(0).ok);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("when no worker can be respawned, Evaluate is an error", "[workers]") {
+  fs::path dir = testing::MakeTempDir("dead");
+  auto pool = StartPool(
+      FakeOptions({"--mode", "crash", "--marker", (dir / "marker").string(), "--no-restart"}));
+  auto r1 = pool->Evaluate(Request(1));
+  const RungResult& rung = OnlyRung(r1);
+  CHECK(rung.reason == "crashed");
+  CHECK_THAT(rung.log, Catch::Contains("no replacement"));
+  CHECK(pool->restarts() == 0);
+  auto r = pool->Evaluate(Request(2));
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error(), Catch::Contains("no GPU worker"));
+  CHECK_FALSE(pool->Calibrate(0).ok());
+  CHECK(pool->Devices().size() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Start fails only when no worker starts", "[workers]") {
+  WorkerPoolOptions missing = FakeOptions({});
+  missing.exe = "/nonexistent/kevolve";
+  auto none = WorkerPool::Start(missing);
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.error(), Catch::Contains("no GPU worker could be started"));
+
+  auto partial = StartPool(FakeOptions({"--fail-device", "1"}, {0, 1}));
+  auto devs = partial->Devices();
+  REQUIRE(devs.size() == 1);
+  CHECK(devs[0].uuid == "FAKE-0");
+
+  auto all_fail = WorkerPool::Start(FakeOptions({"--fail-device", "0"}));
+  REQUIRE_FALSE(all_fail.ok());
+  CHECK_THAT(all_fail.error(), Catch::Contains("refusing to start"));
+}
+
+TEST_CASE("two devices are served concurrently from two threads", "[workers]") {
+  auto pool = StartPool(FakeOptions({"--mode", "ok", "--delay-ms", "150"}, {0, 1}));
+  REQUIRE(pool->Devices().size() == 2);
+  std::vector<std::string> uuids[2];
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 4; ++i) {
+        auto r = pool->Evaluate(Request(t * 100 + i));
+        uuids[t].push_back(r.ok() && r->id == t * 100 + i ? r->device_uuid : "failed");
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::set<std::string> seen;
+  for (const auto& u : uuids)
+    for (const auto& x : u) seen.insert(x);
+  CHECK(seen == std::set<std::string>{"FAKE-0", "FAKE-1"});
+  CHECK(ms < 8 * 150);  // serial would take 1200 ms at least
+}
+
+TEST_CASE("the pool leaves no zombie and no worker behind", "[workers]") {
+  fs::path dir = testing::MakeTempDir("zombie");
+  std::set<pid_t> workers;
+  {
+    auto pool = StartPool(FakeOptions({"--mode", "hang-once", "--marker", (dir / "marker").string()}, {0, 1}));
+    CHECK(pool->Evaluate(Request(1))->rungs.at(0).reason == "timeout");  // one replacement
+    workers = ChildPids();
+    CHECK(workers.size() == 2);
+  }
+  for (pid_t pid : workers) CHECK_FALSE(fs::exists("/proc/" + std::to_string(pid)));
+  errno = 0;
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the watchdog deadline grows with the work in a request", "[workers]") {
+  EvalRequest r;
+  CHECK(WorkerPool::DeadlineMs(r, 1000) == 1000);
+  r.launch_timeout_ms = 100;
+  r.draws = 2;
+  r.check.resize(2);
+  r.tune.resize(1);
+  r.timing.max_ms_per_shape = 500;
+  CHECK(WorkerPool::DeadlineMs(r, 1000) == 1000 + 2 * 100 * 3 * 2 + (500 * 3 + 100));
+}
