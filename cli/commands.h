@@ -15,6 +15,7 @@ Handler AddRunsCommand(CLI::App& app);
 Handler AddShowCommand(CLI::App& app);
 Handler AddEvalCommand(CLI::App& app);
 Handler AddWorkerCommand(CLI::App& app);
+Handler AddDevicesCommand(CLI::App& app);
 // The main job: options on the top-level app itself (kevolve --op softmax --gens 50).
 Handler AddRunOptions(CLI::App& app);
 

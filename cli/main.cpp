@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   add(AddShowCommand);
   add(AddEvalCommand);
   add(AddWorkerCommand);
+  add(AddDevicesCommand);
 
   try {
     app.parse(argc, argv);

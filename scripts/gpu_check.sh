@@ -7,6 +7,8 @@ out=${OUT:-/tmp/kevolve-gpu}
 mkdir -p "$out"
 export KEVOLVE_HOME=$PWD KEVOLVE_BIN=$(command -v kevolve)
 nvidia-smi --query-gpu=index,name,uuid,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpus.txt"
+echo "== devices"
+timeout 120 kevolve devices --calibrate 2>&1 | tee "$out/devices.log"
 echo "== [gpu] tests"
 timeout 400 kevolve_tests "[gpu]" -d yes > "$out/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
 tail -n 40 "$out/gpu_tests.log"

@@ -38,7 +38,9 @@ struct Flags {
   bool no_restart = false;
 };
 
-bool Exists(const std::string& path) { return !path.empty() && ::access(path.c_str(), F_OK) == 0; }
+bool Exists(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), F_OK) == 0;
+}
 
 // True when this eval should misbehave; claims the marker.
 bool Misbehave(const Flags& f) {
@@ -76,12 +78,18 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     bool has_value = i + 1 < argc;
-    if (a == "--device" && has_value) f.device = std::atoi(argv[++i]);
-    else if (a == "--mode" && has_value) f.mode = argv[++i];
-    else if (a == "--marker" && has_value) f.marker = argv[++i];
-    else if (a == "--delay-ms" && has_value) f.delay_ms = std::atoi(argv[++i]);
-    else if (a == "--fail-device" && has_value) f.fail_device = std::atoi(argv[++i]);
-    else if (a == "--no-restart") f.no_restart = true;
+    if (a == "--device" && has_value)
+      f.device = std::atoi(argv[++i]);
+    else if (a == "--mode" && has_value)
+      f.mode = argv[++i];
+    else if (a == "--marker" && has_value)
+      f.marker = argv[++i];
+    else if (a == "--delay-ms" && has_value)
+      f.delay_ms = std::atoi(argv[++i]);
+    else if (a == "--fail-device" && has_value)
+      f.fail_device = std::atoi(argv[++i]);
+    else if (a == "--no-restart")
+      f.no_restart = true;
     else {
       std::fprintf(stderr, "fake worker: unknown argument %s\n", a.c_str());
       return 2;

@@ -42,7 +42,11 @@ EvalRequest SampleRequest() {
   r.deterministic = false;
   r.tolerance = {1e-2, 2e-2, 0.999, 3};
   r.candidate.hash = "abc123";
-  r.candidate.cubin = std::string("\x7f" "ELF\0\0\x01\xff", 8) + std::string(1000, '\0');
+  r.candidate.cubin = std::string(
+                          "\x7f"
+                          "ELF\0\0\x01\xff",
+                          8) +
+                      std::string(1000, '\0');
   r.candidate.symbols = {{"k", "_Z1kPf"}};
   r.reference.hash = "ref";
   r.reference.cubin = "REF";
@@ -240,8 +244,8 @@ TEST_CASE("other protocol versions and malformed bytes are refused without throw
   auto bytes = nlohmann::json::to_msgpack(body);
   auto m = DecodeMessage(std::string(bytes.begin(), bytes.end()));
   REQUIRE_FALSE(m.ok());
-  CHECK(m.error() == "protocol version " + std::to_string(kProtocolVersion + 1) + ", expected " +
-                         std::to_string(kProtocolVersion));
+  CHECK(m.error() ==
+        "protocol version " + std::to_string(kProtocolVersion + 1) + ", expected " + std::to_string(kProtocolVersion));
 
   for (std::string bad : {std::string(), std::string("\xc1"), std::string("\x82\xa1v", 3), std::string("{}"),
                           std::string("\x93\x01\x02\x03")}) {

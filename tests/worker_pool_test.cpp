@@ -2,6 +2,7 @@
 // lost contexts, concurrency and clean shutdown. No GPU needed.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,20 +61,29 @@ const RungResult& OnlyRung(const Result<EvalResult>& r) {
   return r->rungs[0];
 }
 
-// The pids of this process's children, from /proc.
+// A process's state letter and parent, from /proc/PID/stat; false when it is gone.
+bool ProcStat(pid_t pid, char* state, int* ppid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && std::sscanf(stat.c_str() + close + 1, " %c %d", state, ppid) == 2;
+}
+
+char ProcState(pid_t pid) {
+  char state = 0;
+  int ppid = 0;
+  return ProcStat(pid, &state, &ppid) ? state : 0;
+}
+
+// The pids of this process's children.
 std::set<pid_t> ChildPids() {
   std::set<pid_t> out;
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
     char state = 0;
     int ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == ::getpid())
-      out.insert(std::stoi(name));
+    if (ProcStat(std::stoi(name), &state, &ppid) && ppid == ::getpid()) out.insert(std::stoi(name));
   }
   return out;
 }
@@ -175,8 +185,7 @@ TEST_CASE("a lost context replaces the worker", "[workers]") {
 
 TEST_CASE("when no worker can be respawned, Evaluate is an error", "[workers]") {
   fs::path dir = testing::MakeTempDir("dead");
-  auto pool = StartPool(
-      FakeOptions({"--mode", "crash", "--marker", (dir / "marker").string(), "--no-restart"}));
+  auto pool = StartPool(FakeOptions({"--mode", "crash", "--marker", (dir / "marker").string(), "--no-restart"}));
   auto r1 = pool->Evaluate(Request(1));
   const RungResult& rung = OnlyRung(r1);
   CHECK(rung.reason == "crashed");
@@ -228,6 +237,18 @@ TEST_CASE("two devices are served concurrently from two threads", "[workers]") {
     for (const auto& x : u) seen.insert(x);
   CHECK(seen == std::set<std::string>{"FAKE-0", "FAKE-1"});
   CHECK(ms < 8 * 150);  // serial would take 1200 ms at least
+}
+
+TEST_CASE("a worker that died while idle is replaced before the next request", "[workers]") {
+  auto pool = StartPool(FakeOptions({"--mode", "ok"}));
+  std::set<pid_t> kids = ChildPids();
+  REQUIRE(kids.size() == 1);
+  pid_t pid = *kids.begin();
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  for (int i = 0; i < 200 && ProcState(pid) != 'Z'; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(ProcState(pid) == 'Z');
+  CheckServed(*pool, 5);  // not blamed on this request
+  CHECK(pool->restarts() == 1);
 }
 
 TEST_CASE("the pool leaves no zombie and no worker behind", "[workers]") {

@@ -51,7 +51,9 @@ class ScopedSigpipeBlock {
   bool was_pending_ = false;
 };
 
-std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string Errno(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
 
 Status WriteAll(int fd, const char* data, size_t n) {
   ScopedSigpipeBlock block;
@@ -143,8 +145,8 @@ Result<Message> PipeChannel::Receive(double timeout_ms) {
   unsigned char header[4];
   if (Status s = ReadAll(read_fd_, reinterpret_cast<char*>(header), sizeof(header), has_deadline, deadline); !s.ok())
     return s;
-  uint32_t n = uint32_t(header[0]) | (uint32_t(header[1]) << 8) | (uint32_t(header[2]) << 16) |
-               (uint32_t(header[3]) << 24);
+  uint32_t n =
+      uint32_t(header[0]) | (uint32_t(header[1]) << 8) | (uint32_t(header[2]) << 16) | (uint32_t(header[3]) << 24);
   if (n > kMaxMessageBytes)
     return Status::Error("message of " + std::to_string(n) + " bytes is over the limit of " +
                          std::to_string(kMaxMessageBytes));

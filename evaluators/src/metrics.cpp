@@ -176,6 +176,7 @@ struct Partial {
 
 constexpr int64_t kBlock = 1 << 14;             // elements per partial
 constexpr int64_t kParallelThreshold = 1 << 20;  // below this, one thread
+constexpr double kShrink = 1 - 1e-12;           // slack for the pre-tests' rounding
 
 template <int kBytes>
 inline bool AllPoison(const unsigned char* p) {
@@ -217,10 +218,8 @@ void CompareBlock(const unsigned char* out, const double* ref, int64_t begin, in
         const double a = std::fabs(o - r);
         const double ar = std::fabs(r);
         const double allowed = tol.atol + tol.rtol * ar;
-        const double rel = ar > 0 ? a / ar : a;
         if (a > allowed) ++p.mismatches;
         if (a > p.max_abs) p.max_abs = a;
-        if (rel > p.max_rel) p.max_rel = rel;
         if (ar > p.max_ref) p.max_ref = ar;
         const double d = o - r;
         p.sum_sq += d * d;
@@ -228,6 +227,12 @@ void CompareBlock(const unsigned char* out, const double* ref, int64_t begin, in
         p.norm_out += o * o;
         p.norm_ref += r * r;
         ++p.compared;
+        // Divisions only for candidates: a cheap, slightly generous pre-test first.
+        if (a > 0 && a >= (ar > 0 ? p.max_rel * ar : p.max_rel) * kShrink) {
+          p.max_rel = std::max(p.max_rel, ar > 0 ? a / ar : a);
+        }
+        if (p.worst.cls == 1) continue;
+        if (p.worst.cls == 0 && !(a > 0 && (allowed <= 0 || a >= p.worst.ratio * allowed * kShrink))) continue;
         key.cls = 0;
         key.abs = a;
         if (allowed > 0) key.ratio = a / allowed;

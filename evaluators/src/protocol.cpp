@@ -1,13 +1,18 @@
-// Messages <-> MessagePack, and the typed conversions. Field names on the wire are the
-// C++ member names. Binary fields (ModuleImage::cubin) travel as MessagePack bin, so a
-// CUBIN is neither base64'd nor truncated at a NUL. Readers also accept a string there,
-// for messages built from plain JSON.
+// Messages <-> MessagePack, and the typed conversions.
+//
+// Every struct's wire fields are listed once, in a Fields(visitor, struct) function; a
+// Writer visitor turns the struct into JSON and a Reader visitor fills it from JSON, so
+// the two directions cannot drift apart. Field names on the wire are the member names.
+// Binary fields (ModuleImage::cubin) travel as MessagePack bin, so a CUBIN is neither
+// base64'd nor cut at a NUL; readers also accept a string there, for plain JSON.
 //
 // An "error" message (worker -> coordinator) carries its text in "message".
 #include "kevolve/evaluators/protocol.h"
 
+#include <concepts>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 namespace kevolve {
@@ -16,54 +21,58 @@ using json = nlohmann::json;
 
 namespace {
 
+class Reader;
+class Writer;
+
+// A struct with a field list (found by argument-dependent lookup through the visitor,
+// which lives in this namespace).
+template <typename T>
+concept Record = requires(T& t) {
+  Fields(std::declval<Writer&>(), t);
+};
+
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
 // ---- Writing -----------------------------------------------------------------------
 
-json ToJson(const LaunchDesc& l) {
-  return {{"entry", l.entry}, {"grid", l.grid}, {"block", l.block}, {"smem", l.smem}, {"cluster", l.cluster}};
-}
-json ToJson(const ScratchDesc& s) { return {{"bytes", s.bytes}, {"zeroed", s.zeroed}}; }
-json ToJson(const BufferDesc& b) {
-  return {{"name", b.name},         {"output", b.output},     {"dtype", b.dtype},
-          {"dist", b.dist},         {"scale_lo", b.scale_lo}, {"scale_hi", b.scale_hi},
-          {"offset_lo", b.offset_lo}, {"offset_hi", b.offset_hi}};
-}
-json ToJson(const ScalarDesc& s) { return {{"name", s.name}, {"type", s.type}, {"value", s.value}}; }
-json ToJson(const Tolerances& t) {
-  return {{"atol", t.atol}, {"rtol", t.rtol}, {"min_cossim", t.min_cossim}, {"max_mismatch", t.max_mismatch}};
-}
-json ToJson(const ModuleImage& m) {
-  return {{"hash", m.hash},
-          {"cubin", json::binary(std::vector<std::uint8_t>(m.cubin.begin(), m.cubin.end()))},
-          {"symbols", m.symbols}};
-}
-json ToJson(const RungResult& r) {
-  return {{"name", r.name},       {"ok", r.ok},   {"reason", r.reason},
-          {"metrics", r.metrics}, {"log", r.log}, {"duration_ms", r.duration_ms}};
-}
-json ToJson(const ShapeTiming& t) {
-  return {{"shape", t.shape}, {"median_us", t.median_us}, {"p10_us", t.p10_us},     {"p90_us", t.p90_us},
-          {"n", t.n},         {"samples_us", t.samples_us}, {"protocol", t.protocol}, {"bytes", t.bytes},
-          {"flops", t.flops}};
-}
-json ToJson(const ShapeJob& s);
-template <typename T>
-json List(const std::vector<T>& v) {
-  json a = json::array();
-  for (const T& x : v) a.push_back(ToJson(x));
-  return a;
-}
-json ToJson(const ShapeJob& s) {
-  return {{"label", s.label},
-          {"sizes", s.sizes},
-          {"elements", s.elements},
-          {"launches", List(s.launches)},
-          {"scratch", List(s.scratch)},
-          {"ref_launches", List(s.ref_launches)},
-          {"ref_scratch", List(s.ref_scratch)},
-          {"bytes", s.bytes},
-          {"flops", s.flops},
-          {"unsupported", s.unsupported}};
-}
+class Writer {
+ public:
+  template <typename T>
+  Writer& Req(const char* key, const T& x) {
+    j_[key] = Value(x);
+    return *this;
+  }
+  template <typename T>
+  Writer& Opt(const char* key, const T& x) {
+    return Req(key, x);
+  }
+  Writer& Bytes(const char* key, const std::string& x, bool /*required*/) {
+    j_[key] = json::binary(std::vector<std::uint8_t>(x.begin(), x.end()));
+    return *this;
+  }
+  json Take() { return std::move(j_); }
+
+  template <typename T>
+  static json Value(const T& x) {
+    if constexpr (Record<T>) {
+      Writer w;
+      Fields(w, const_cast<T&>(x));  // Fields is shared with Reader; a Writer only reads x
+      return w.Take();
+    } else if constexpr (IsVector<T>::value) {
+      json a = json::array();
+      for (const auto& e : x) a.push_back(Value(e));
+      return a;
+    } else {
+      return json(x);
+    }
+  }
+
+ private:
+  json j_ = json::object();
+};
 
 // ---- Reading -----------------------------------------------------------------------
 // Parse(v, path, err, out) checks v's type before every access, so nothing throws. On
@@ -114,7 +123,7 @@ bool Parse(const json& v, const std::string& path, std::string* err, double* out
   *out = v.get<double>();
   return true;
 }
-bool Parse(const json& v, const std::string&, std::string*, json* out) {
+bool Parse(const json& v, const std::string& /*path*/, std::string* /*err*/, json* out) {
   *out = v;
   return true;
 }
@@ -134,27 +143,10 @@ bool Parse(const json& v, const std::string& path, std::string* err, std::array<
   *out = a;
   return true;
 }
-// Structs, defined below.
-bool Parse(const json& v, const std::string& path, std::string* err, LaunchDesc* out);
-bool Parse(const json& v, const std::string& path, std::string* err, Tolerances* out);
-bool Parse(const json& v, const std::string& path, std::string* err, ModuleImage* out);
-bool Parse(const json& v, const std::string& path, std::string* err, TimingProtocol* out);
-bool Parse(const json& v, const std::string& path, std::string* err, ScratchDesc* out);
-bool Parse(const json& v, const std::string& path, std::string* err, BufferDesc* out);
-bool Parse(const json& v, const std::string& path, std::string* err, ScalarDesc* out);
-bool Parse(const json& v, const std::string& path, std::string* err, ShapeJob* out);
-bool Parse(const json& v, const std::string& path, std::string* err, RungResult* out);
-bool Parse(const json& v, const std::string& path, std::string* err, ShapeTiming* out);
-
 template <typename T>
-bool Parse(const json& v, const std::string& path, std::string* err, std::vector<T>* out) {
-  if (!v.is_array()) return WrongType(v, path, err, "array");
-  std::vector<T> items(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!Parse(v[i], path + "[" + std::to_string(i) + "]", err, &items[i])) return false;
-  *out = std::move(items);
-  return true;
-}
+bool Parse(const json& v, const std::string& path, std::string* err, std::vector<T>* out);
+template <Record T>
+bool Parse(const json& v, const std::string& path, std::string* err, T* out);
 
 // Reads the fields of one object. Every field is attempted even after a failure, so a
 // caller that tolerates bad fields (TimingProtocol::FromJson) keeps the good ones.
@@ -164,16 +156,22 @@ class Reader {
     if (!j_.is_object()) ok_ = WrongType(j_, path_.empty() ? "(message)" : path_, err_, "object");
   }
   template <typename T>
-  Reader& Req(const char* key, T* out) { return Field(key, out, true); }
+  Reader& Req(const char* key, T& out) {
+    return Field(key, out, true);
+  }
   template <typename T>
-  Reader& Opt(const char* key, T* out) { return Field(key, out, false); }
-  // Bytes: MessagePack bin, or a string.
-  Reader& Bytes(const char* key, std::string* out, bool required) {
+  Reader& Opt(const char* key, T& out) {
+    return Field(key, out, false);
+  }
+  Reader& Bytes(const char* key, std::string& out, bool required) {
     const json* v = Find(key, required);
     if (v == nullptr) return *this;
-    if (v->is_binary()) out->assign(v->get_binary().begin(), v->get_binary().end());
-    else if (v->is_string()) *out = v->get_ref<const std::string&>();
-    else ok_ = WrongType(*v, Path(key), err_, "binary");
+    if (v->is_binary())
+      out.assign(v->get_binary().begin(), v->get_binary().end());
+    else if (v->is_string())
+      out = v->get_ref<const std::string&>();
+    else
+      ok_ = WrongType(*v, Path(key), err_, "binary");
     return *this;
   }
   bool ok() const { return ok_; }
@@ -191,9 +189,9 @@ class Reader {
     return nullptr;
   }
   template <typename T>
-  Reader& Field(const char* key, T* out, bool required) {
+  Reader& Field(const char* key, T& out, bool required) {
     const json* v = Find(key, required);
-    if (v != nullptr && !Parse(*v, Path(key), err_, out)) ok_ = false;
+    if (v != nullptr && !Parse(*v, Path(key), err_, &out)) ok_ = false;
     return *this;
   }
 
@@ -203,84 +201,111 @@ class Reader {
   bool ok_ = true;
 };
 
-// Parses into a copy and assigns it on success, so *out is untouched on failure.
-template <typename T, typename Fill>
-bool ParseStruct(const json& v, const std::string& path, std::string* err, T* out, Fill fill) {
+template <typename T>
+bool Parse(const json& v, const std::string& path, std::string* err, std::vector<T>* out) {
+  if (!v.is_array()) return WrongType(v, path, err, "array");
+  std::vector<T> items(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!Parse(v[i], path + "[" + std::to_string(i) + "]", err, &items[i])) return false;
+  *out = std::move(items);
+  return true;
+}
+template <Record T>
+bool Parse(const json& v, const std::string& path, std::string* err, T* out) {
   T t;
   Reader r(v, path, err);
-  fill(r, t);
+  Fields(r, t);
   if (!r.ok()) return false;
   *out = std::move(t);
   return true;
 }
 
-bool Parse(const json& v, const std::string& path, std::string* err, LaunchDesc* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, LaunchDesc& l) {
-    r.Req("entry", &l.entry).Opt("grid", &l.grid).Opt("block", &l.block).Opt("smem", &l.smem).Opt("cluster", &l.cluster);
-  });
+// ---- The field lists ---------------------------------------------------------------
+// Req: a reader refuses the message without it. Opt: a missing field keeps its default.
+
+template <typename V>
+void Fields(V& v, LaunchDesc& x) {
+  v.Req("entry", x.entry).Opt("grid", x.grid).Opt("block", x.block).Opt("smem", x.smem).Opt("cluster", x.cluster);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, ScratchDesc* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, ScratchDesc& s) { r.Req("bytes", &s.bytes).Opt("zeroed", &s.zeroed); });
+template <typename V>
+void Fields(V& v, ScratchDesc& x) {
+  v.Req("bytes", x.bytes).Opt("zeroed", x.zeroed);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, BufferDesc* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, BufferDesc& b) {
-    r.Req("name", &b.name).Opt("output", &b.output).Req("dtype", &b.dtype).Opt("dist", &b.dist);
-    r.Opt("scale_lo", &b.scale_lo).Opt("scale_hi", &b.scale_hi).Opt("offset_lo", &b.offset_lo).Opt("offset_hi", &b.offset_hi);
-  });
+template <typename V>
+void Fields(V& v, BufferDesc& x) {
+  v.Req("name", x.name).Opt("output", x.output).Req("dtype", x.dtype).Opt("dist", x.dist);
+  v.Opt("scale_lo", x.scale_lo).Opt("scale_hi", x.scale_hi).Opt("offset_lo", x.offset_lo).Opt("offset_hi", x.offset_hi);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, ScalarDesc* out) {
-  return ParseStruct(v, path, err, out,
-                     [](Reader& r, ScalarDesc& s) { r.Req("name", &s.name).Req("type", &s.type).Req("value", &s.value); });
+template <typename V>
+void Fields(V& v, ScalarDesc& x) {
+  v.Req("name", x.name).Req("type", x.type).Req("value", x.value);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, Tolerances* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, Tolerances& t) {
-    r.Opt("atol", &t.atol).Opt("rtol", &t.rtol).Opt("min_cossim", &t.min_cossim).Opt("max_mismatch", &t.max_mismatch);
-  });
+template <typename V>
+void Fields(V& v, Tolerances& x) {
+  v.Opt("atol", x.atol).Opt("rtol", x.rtol).Opt("min_cossim", x.min_cossim).Opt("max_mismatch", x.max_mismatch);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, ModuleImage* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, ModuleImage& m) {
-    r.Opt("hash", &m.hash).Bytes("cubin", &m.cubin, true).Opt("symbols", &m.symbols);
-  });
+template <typename V>
+void Fields(V& v, ModuleImage& x) {
+  v.Opt("hash", x.hash).Bytes("cubin", x.cubin, true).Opt("symbols", x.symbols);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, ShapeJob* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, ShapeJob& s) {
-    r.Req("label", &s.label).Opt("sizes", &s.sizes).Opt("elements", &s.elements).Opt("launches", &s.launches);
-    r.Opt("scratch", &s.scratch).Opt("ref_launches", &s.ref_launches).Opt("ref_scratch", &s.ref_scratch);
-    r.Opt("bytes", &s.bytes).Opt("flops", &s.flops).Opt("unsupported", &s.unsupported);
-  });
+template <typename V>
+void Fields(V& v, ShapeJob& x) {
+  v.Req("label", x.label).Opt("sizes", x.sizes).Opt("elements", x.elements).Opt("launches", x.launches);
+  v.Opt("scratch", x.scratch).Opt("ref_launches", x.ref_launches).Opt("ref_scratch", x.ref_scratch);
+  v.Opt("bytes", x.bytes).Opt("flops", x.flops).Opt("unsupported", x.unsupported);
 }
-// Field by field into *out (not a copy): FromJson keeps defaults for bad fields only.
-bool Parse(const json& v, const std::string& path, std::string* err, TimingProtocol* out) {
-  TimingProtocol& t = *out;
-  Reader r(v, path, err);
-  r.Opt("timer", &t.timer).Opt("warmup_reps", &t.warmup_reps).Opt("warmup_ms", &t.warmup_ms);
-  r.Opt("min_reps", &t.min_reps).Opt("max_reps", &t.max_reps).Opt("batch", &t.batch);
-  r.Opt("target_rse", &t.target_rse).Opt("max_ms_per_shape", &t.max_ms_per_shape).Opt("input_sets", &t.input_sets);
-  r.Opt("flush_l2", &t.flush_l2).Opt("reset_persisting_l2", &t.reset_persisting_l2);
-  return r.ok();
+template <typename V>
+void Fields(V& v, TimingProtocol& x) {
+  v.Opt("timer", x.timer).Opt("warmup_reps", x.warmup_reps).Opt("warmup_ms", x.warmup_ms);
+  v.Opt("min_reps", x.min_reps).Opt("max_reps", x.max_reps).Opt("batch", x.batch).Opt("target_rse", x.target_rse);
+  v.Opt("max_ms_per_shape", x.max_ms_per_shape).Opt("input_sets", x.input_sets).Opt("flush_l2", x.flush_l2);
+  v.Opt("reset_persisting_l2", x.reset_persisting_l2);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, RungResult* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, RungResult& x) {
-    r.Req("name", &x.name).Req("ok", &x.ok).Opt("reason", &x.reason).Opt("metrics", &x.metrics);
-    r.Opt("log", &x.log).Opt("duration_ms", &x.duration_ms);
-  });
+template <typename V>
+void Fields(V& v, EvalRequest& x) {
+  v.Req("id", x.id).Opt("op", x.op).Opt("dtype", x.dtype).Opt("size_names", x.size_names);
+  v.Opt("buffers", x.buffers).Opt("scalars", x.scalars).Opt("deterministic", x.deterministic);
+  v.Opt("tolerance", x.tolerance).Req("candidate", x.candidate).Opt("reference", x.reference);
+  v.Opt("check", x.check).Opt("tune", x.tune).Opt("seed", x.seed).Opt("draws", x.draws).Opt("timing", x.timing);
+  v.Opt("launch_timeout_ms", x.launch_timeout_ms).Opt("timeout_factor", x.timeout_factor);
+  v.Opt("skip_timing", x.skip_timing);
 }
-bool Parse(const json& v, const std::string& path, std::string* err, ShapeTiming* out) {
-  return ParseStruct(v, path, err, out, [](Reader& r, ShapeTiming& t) {
-    r.Req("shape", &t.shape).Opt("median_us", &t.median_us).Opt("p10_us", &t.p10_us).Opt("p90_us", &t.p90_us);
-    r.Opt("n", &t.n).Opt("samples_us", &t.samples_us).Opt("protocol", &t.protocol).Opt("bytes", &t.bytes);
-    r.Opt("flops", &t.flops);
-  });
+template <typename V>
+void Fields(V& v, RungResult& x) {
+  v.Req("name", x.name).Req("ok", x.ok).Opt("reason", x.reason).Opt("metrics", x.metrics).Opt("log", x.log);
+  v.Opt("duration_ms", x.duration_ms);
+}
+template <typename V>
+void Fields(V& v, ShapeTiming& x) {
+  v.Req("shape", x.shape).Opt("median_us", x.median_us).Opt("p10_us", x.p10_us).Opt("p90_us", x.p90_us);
+  v.Opt("n", x.n).Opt("samples_us", x.samples_us).Opt("protocol", x.protocol).Opt("bytes", x.bytes);
+  v.Opt("flops", x.flops);
+}
+template <typename V>
+void Fields(V& v, EvalResult& x) {
+  v.Req("id", x.id).Opt("device_uuid", x.device_uuid).Req("rungs", x.rungs).Opt("timings", x.timings);
+  v.Opt("context_lost", x.context_lost);
+}
+template <typename V>
+void Fields(V& v, DeviceDesc& x) {
+  v.Req("uuid", x.uuid).Opt("name", x.name).Opt("arch", x.arch).Opt("ordinal", x.ordinal);
+  v.Opt("sm_count", x.sm_count).Opt("l2_bytes", x.l2_bytes).Opt("mem_bytes", x.mem_bytes);
+  v.Opt("smem_per_block_optin", x.smem_per_block_optin).Opt("clock_khz", x.clock_khz);
+  v.Opt("mem_clock_khz", x.mem_clock_khz);
+}
+template <typename V>
+void Fields(V& v, Calibration& x) {
+  v.Req("uuid", x.uuid).Req("copy_gbps", x.copy_gbps).Req("fp32_gflops", x.fp32_gflops).Opt("details", x.details);
 }
 
-// Checks the type, then runs `fill` over the body; the error names the message type.
-template <typename T, typename Fill>
-Result<T> FromMessage(const Message& m, const char* type, Fill fill) {
+// Checks the message type, then reads the body; the error names the type and field.
+template <typename T>
+Result<T> FromMessage(const Message& m, const char* type) {
   if (m.type != type) return Status::Error(std::string("expected a '") + type + "' message, got '" + m.type + "'");
   std::string err;
   T t;
   try {
-    if (!ParseStruct(m.body, "", &err, &t, fill)) return Status::Error(std::string(type) + " message: " + err);
+    if (!Parse(m.body, "", &err, &t)) return Status::Error(std::string(type) + " message: " + err);
   } catch (const std::exception& e) {  // not expected: every access is type-checked first
     return Status::Error(std::string(type) + " message: " + e.what());
   }
@@ -290,18 +315,14 @@ Result<T> FromMessage(const Message& m, const char* type, Fill fill) {
 }  // namespace
 
 nlohmann::json TimingProtocol::ToJson() const {
-  return {{"timer", timer},       {"warmup_reps", warmup_reps},
-          {"warmup_ms", warmup_ms}, {"min_reps", min_reps},
-          {"max_reps", max_reps}, {"batch", batch},
-          {"target_rse", target_rse}, {"max_ms_per_shape", max_ms_per_shape},
-          {"input_sets", input_sets}, {"flush_l2", flush_l2},
-          {"reset_persisting_l2", reset_persisting_l2}};
+  return Writer::Value(*this);
 }
 
 TimingProtocol TimingProtocol::FromJson(const nlohmann::json& j) {
   TimingProtocol t;
   std::string ignored;
-  Parse(j, "timing", &ignored, &t);
+  Reader r(j, "timing", &ignored);
+  Fields(r, t);  // field by field: a bad or missing one keeps its default
   return t;
 }
 
@@ -340,83 +361,29 @@ Result<Message> DecodeMessage(const std::string& bytes) {
 }
 
 Message ToMessage(const EvalRequest& r) {
-  return MakeMessage("eval", {{"id", r.id},
-                              {"op", r.op},
-                              {"dtype", r.dtype},
-                              {"size_names", r.size_names},
-                              {"buffers", List(r.buffers)},
-                              {"scalars", List(r.scalars)},
-                              {"deterministic", r.deterministic},
-                              {"tolerance", ToJson(r.tolerance)},
-                              {"candidate", ToJson(r.candidate)},
-                              {"reference", ToJson(r.reference)},
-                              {"check", List(r.check)},
-                              {"tune", List(r.tune)},
-                              {"seed", r.seed},
-                              {"draws", r.draws},
-                              {"timing", r.timing.ToJson()},
-                              {"launch_timeout_ms", r.launch_timeout_ms},
-                              {"timeout_factor", r.timeout_factor},
-                              {"skip_timing", r.skip_timing}});
+  return MakeMessage("eval", Writer::Value(r));
 }
-
 Message ToMessage(const EvalResult& r) {
-  return MakeMessage("result", {{"id", r.id},
-                                {"device_uuid", r.device_uuid},
-                                {"rungs", List(r.rungs)},
-                                {"timings", List(r.timings)},
-                                {"context_lost", r.context_lost}});
+  return MakeMessage("result", Writer::Value(r));
 }
-
 Message ToMessage(const DeviceDesc& d) {
-  return MakeMessage("hello_reply", {{"uuid", d.uuid},
-                                     {"name", d.name},
-                                     {"arch", d.arch},
-                                     {"ordinal", d.ordinal},
-                                     {"sm_count", d.sm_count},
-                                     {"l2_bytes", d.l2_bytes},
-                                     {"mem_bytes", d.mem_bytes},
-                                     {"smem_per_block_optin", d.smem_per_block_optin},
-                                     {"clock_khz", d.clock_khz},
-                                     {"mem_clock_khz", d.mem_clock_khz}});
+  return MakeMessage("hello_reply", Writer::Value(d));
 }
-
 Message ToMessage(const Calibration& c) {
-  return MakeMessage("calibration",
-                     {{"uuid", c.uuid}, {"copy_gbps", c.copy_gbps}, {"fp32_gflops", c.fp32_gflops}, {"details", c.details}});
+  return MakeMessage("calibration", Writer::Value(c));
 }
 
 Result<EvalRequest> EvalRequestFromMessage(const Message& m) {
-  return FromMessage<EvalRequest>(m, "eval", [](Reader& r, EvalRequest& q) {
-    r.Req("id", &q.id).Opt("op", &q.op).Opt("dtype", &q.dtype).Opt("size_names", &q.size_names);
-    r.Opt("buffers", &q.buffers).Opt("scalars", &q.scalars).Opt("deterministic", &q.deterministic);
-    r.Opt("tolerance", &q.tolerance).Req("candidate", &q.candidate).Opt("reference", &q.reference);
-    r.Opt("check", &q.check).Opt("tune", &q.tune).Opt("seed", &q.seed).Opt("draws", &q.draws);
-    r.Opt("timing", &q.timing).Opt("launch_timeout_ms", &q.launch_timeout_ms);
-    r.Opt("timeout_factor", &q.timeout_factor).Opt("skip_timing", &q.skip_timing);
-  });
+  return FromMessage<EvalRequest>(m, "eval");
 }
-
 Result<EvalResult> EvalResultFromMessage(const Message& m) {
-  return FromMessage<EvalResult>(m, "result", [](Reader& r, EvalResult& x) {
-    r.Req("id", &x.id).Opt("device_uuid", &x.device_uuid).Req("rungs", &x.rungs).Opt("timings", &x.timings);
-    r.Opt("context_lost", &x.context_lost);
-  });
+  return FromMessage<EvalResult>(m, "result");
 }
-
 Result<DeviceDesc> DeviceDescFromMessage(const Message& m) {
-  return FromMessage<DeviceDesc>(m, "hello_reply", [](Reader& r, DeviceDesc& d) {
-    r.Req("uuid", &d.uuid).Opt("name", &d.name).Opt("arch", &d.arch).Opt("ordinal", &d.ordinal);
-    r.Opt("sm_count", &d.sm_count).Opt("l2_bytes", &d.l2_bytes).Opt("mem_bytes", &d.mem_bytes);
-    r.Opt("smem_per_block_optin", &d.smem_per_block_optin).Opt("clock_khz", &d.clock_khz);
-    r.Opt("mem_clock_khz", &d.mem_clock_khz);
-  });
+  return FromMessage<DeviceDesc>(m, "hello_reply");
 }
-
 Result<Calibration> CalibrationFromMessage(const Message& m) {
-  return FromMessage<Calibration>(m, "calibration", [](Reader& r, Calibration& c) {
-    r.Req("uuid", &c.uuid).Req("copy_gbps", &c.copy_gbps).Req("fp32_gflops", &c.fp32_gflops).Opt("details", &c.details);
-  });
+  return FromMessage<Calibration>(m, "calibration");
 }
 
 }  // namespace kevolve

@@ -1,6 +1,8 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "gpu_eval.h"
@@ -18,30 +20,45 @@ void SendError(Channel& ch, const std::string& what) {
 }  // namespace
 
 int RunWorker(int device) {
-  PipeChannel ch(0, 1, false);
-  // stdout carries the protocol; anything a library prints must go elsewhere.
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  if (devnull) *stdout = *devnull;  // NOLINT: redirect stray printf output away from the channel
-
+  // fd 1 carries the protocol; anything a library prints to stdout goes to /dev/null.
+  int proto_out = ::dup(1);
+  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (proto_out < 0 || devnull < 0 || ::dup2(devnull, 1) < 0) {
+    std::fprintf(stderr, "kevolve worker: cannot set up its channel\n");
+    return 1;
+  }
+  ::close(devnull);
+  PipeChannel ch(0, proto_out, false);
+  auto t0 = std::chrono::steady_clock::now();
+  auto log = [&](const std::string& what) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "kevolve worker %d [%.3f s]: %s\n", device, s, what.c_str());
+    std::fflush(stderr);
+  };
+  log("started");
   auto dev = gpu::Device::Open(device);
   std::unique_ptr<gpu::Harness> harness;
   std::unique_ptr<gpu::Evaluator> eval;
   std::string open_error;
   if (dev.ok()) {
+    log("device opened: " + (*dev)->desc().name + " " + (*dev)->desc().arch);
     auto h = gpu::Harness::Build(**dev);
     if (h.ok()) {
       harness = std::move(*h);
       eval = std::make_unique<gpu::Evaluator>(**dev, *harness);
+      log("harness built");
     } else {
       open_error = h.error();
     }
   } else {
     open_error = dev.error();
   }
+  if (!open_error.empty()) log("cannot serve: " + open_error);
   for (;;) {
     auto msg = ch.Receive(-1);
     if (!msg.ok()) return msg.error().rfind("closed", 0) == 0 ? 0 : 1;
     const std::string& type = msg->type;
+    log("request: " + type);
     if (type == "shutdown") return 0;
     if (!eval) {
       SendError(ch, "worker for GPU " + std::to_string(device) + " could not start: " + open_error);

@@ -40,10 +40,6 @@ constexpr int kShutdownGraceMs = 2000;  // the destructor's wait for workers to 
 constexpr int kExitGraceMs = 2000;      // a worker that closed its channel or lost its context
 constexpr std::streamoff kStderrTailBytes = 2048;
 
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 std::string SelfExe() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -75,6 +71,7 @@ std::string StderrTail(const std::string& path) {
 // Waits up to grace_ms for `pid` to exit by itself, then SIGKILLs it. Always reaps it.
 // Returns its wait status, or nothing when it was not our child to reap.
 std::optional<int> ReapWithin(pid_t pid, int grace_ms) {
+  if (pid <= 0) return std::nullopt;  // waitpid would take any child
   auto end = Clock::now() + std::chrono::milliseconds(grace_ms);
   int status = 0;
   for (;;) {
@@ -90,6 +87,53 @@ std::optional<int> ReapWithin(pid_t pid, int grace_ms) {
   return status;
 }
 
+// Starts args[0] with its stdin and stdout on two new pipes and its stderr on err_path;
+// fills *pid, *read_fd (its stdout) and *write_fd (its stdin). Returns 0 or an errno value.
+// Every pipe end is close-on-exec, so no other child inherits one; dup2 onto the worker's
+// 0 and 1 clears the flag there. The worker starts with no blocked signals and SIGPIPE at
+// its default, whatever this thread has.
+int SpawnWithPipes(const std::vector<std::string>& args, const std::string& err_path, pid_t* pid, int* read_fd,
+                   int* write_fd) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return errno;
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    int e = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    return e;
+  }
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, pipe_only;
+  sigemptyset(&none);
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &pipe_only);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rc = ::posix_spawn(pid, args[0].c_str(), &fa, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return rc;
+  }
+  *read_fd = out[0];
+  *write_fd = in[1];
+  return 0;
+}
+
 std::string DescribeExit(std::optional<int> status) {
   if (!status) return "could not be reaped";
   if (WIFEXITED(*status)) return "exited with status " + std::to_string(WEXITSTATUS(*status));
@@ -101,13 +145,14 @@ std::string DescribeExit(std::optional<int> status) {
   return "stopped with wait status " + std::to_string(*status);
 }
 
-// One request/reply exchange with a worker. On anything but kReply the worker has been
-// reaped (pid -1) and its slot needs Replace.
+// One request/reply exchange with a worker. kCrashed: the channel closed (the worker
+// died). kProtocol: anything else failed (a malformed reply, an oversized request). On
+// anything but kReply, Talk has reaped the worker (pid -1) and its slot needs Replace.
 struct Exchange {
   enum class Kind { kReply, kTimeout, kCrashed, kProtocol };
   Kind kind = Kind::kReply;
   Message reply;
-  std::string detail;  // kCrashed: how it ended and its stderr; kProtocol: what was wrong
+  std::string detail;  // kCrashed: how it ended, and its stderr; kProtocol: what went wrong
 };
 
 // REQUIRES: the caller owns w's slot and w is live.
@@ -124,7 +169,7 @@ Exchange Talk(WorkerProcess& w, const Message& m, double timeout_ms) {
   if (err.rfind("timeout", 0) == 0) {
     ex.kind = Exchange::Kind::kTimeout;
     KillAndReap(w.pid);
-  } else if (err.rfind("closed", 0) == 0 || !sent.ok()) {
+  } else if (err.rfind("closed", 0) == 0) {
     ex.kind = Exchange::Kind::kCrashed;
     ex.detail = "the worker " + DescribeExit(ReapWithin(w.pid, kExitGraceMs));
     std::string tail = StderrTail(w.stderr_path);
@@ -140,16 +185,11 @@ Exchange Talk(WorkerProcess& w, const Message& m, double timeout_ms) {
 
 EvalResult FailedLaunch(const EvalRequest& req, const std::string& uuid, const std::string& reason,
                         const std::string& log, Clock::time_point t0) {
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   EvalResult r;
   r.id = req.id;
   r.device_uuid = uuid;
-  RungResult rung;
-  rung.name = "launch";
-  rung.ok = false;
-  rung.reason = reason;
-  rung.log = log;
-  rung.duration_ms = MsSince(t0);
-  r.rungs.push_back(std::move(rung));
+  r.rungs.push_back(RungResult{"launch", false, reason, nlohmann::json::object(), log, ms});
   return r;
 }
 
@@ -193,8 +233,10 @@ Result<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOptions& o
   for (size_t i = 0; i < devices.size(); ++i) {
     threads.emplace_back([&, i] {
       auto w = pool->Spawn(devices[i]);
-      if (w.ok()) started[i] = std::move(w).value();
-      else errors[i] = w.error();
+      if (w.ok())
+        started[i] = std::move(w).value();
+      else
+        errors[i] = w.error();
     });
   }
   for (auto& t : threads) t.join();
@@ -209,79 +251,49 @@ Result<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOptions& o
   }
   if (pool->workers_.empty()) return Status::Error("no GPU worker could be started:" + failures);
   if (!failures.empty())
-    std::fprintf(stderr, "kevolve: going on with %zu of %zu GPU workers:%s\n", pool->workers_.size(),
-                 devices.size(), failures.c_str());
+    std::fprintf(stderr, "kevolve: going on with %zu of %zu GPU workers:%s\n", pool->workers_.size(), devices.size(),
+                 failures.c_str());
   return Result<std::unique_ptr<WorkerPool>>(std::move(pool));
 }
 
 Result<std::unique_ptr<WorkerProcess>> WorkerPool::Spawn(int device) {
   std::string exe = options_.exe.empty() ? SelfExe() : options_.exe;
   std::string what = "the worker for device " + std::to_string(device);
+  if (exe.empty()) return Status::Error(what + ": cannot find the kevolve executable");
   std::string err_path = MakeStderrFile(device);
-  if (exe.empty() || err_path.empty()) return Status::Error(what + " could not be set up: " + std::strerror(errno));
-  // Close-on-exec everywhere, so no other child inherits these ends; dup2 onto 0 and 1
-  // clears the flag in the worker.
-  int to_child[2], from_child[2];
-  if (::pipe2(to_child, O_CLOEXEC) != 0) return Status::Error(what + ": pipe: " + std::strerror(errno));
-  if (::pipe2(from_child, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(to_child[0]);
-    ::close(to_child[1]);
-    return Status::Error(what + ": pipe: " + std::strerror(e));
-  }
+  if (err_path.empty()) return Status::Error(what + ": cannot create its stderr file: " + std::strerror(errno));
   std::vector<std::string> args = {exe, "worker", "--device", std::to_string(device)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  // The worker starts with no blocked signals and SIGPIPE at its default, whatever the
-  // calling thread had.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, pipe_only;
-  sigemptyset(&none);
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &pipe_only);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(to_child[0]);
-  ::close(from_child[1]);
-  if (rc != 0) {
-    ::close(to_child[1]);
-    ::close(from_child[0]);
+  auto w = std::make_unique<WorkerProcess>();
+  int read_fd = -1, write_fd = -1;
+  if (int rc = SpawnWithPipes(args, err_path, &w->pid, &read_fd, &write_fd); rc != 0) {
     ::unlink(err_path.c_str());
     return Status::Error(what + " could not be spawned (" + exe + "): " + std::strerror(rc));
   }
-  auto w = std::make_unique<WorkerProcess>();
   w->device = device;
-  w->pid = pid;
-  w->channel = std::make_unique<PipeChannel>(from_child[0], to_child[1], true);
+  w->channel = std::make_unique<PipeChannel>(read_fd, write_fd, true);
   w->stderr_path = err_path;
 
   Exchange ex = Talk(*w, MakeMessage("hello"), options_.start_timeout_ms);
   std::string why;
-  if (ex.kind == Exchange::Kind::kTimeout) why = "no hello reply within " + std::to_string(int64_t(options_.start_timeout_ms)) + " ms";
-  else if (ex.kind != Exchange::Kind::kReply) why = ex.detail;
-  else if (ex.reply.type == "error") why = ErrorText(ex.reply);
-  else if (auto desc = DeviceDescFromMessage(ex.reply); !desc.ok()) why = desc.error();
-  else w->desc = std::move(desc).value();
+  if (ex.kind == Exchange::Kind::kTimeout)
+    why = "no hello reply within " + std::to_string(int64_t(options_.start_timeout_ms)) + " ms";
+  else if (ex.kind != Exchange::Kind::kReply)
+    why = ex.detail;
+  else if (ex.reply.type == "error")
+    why = ErrorText(ex.reply);
+  else if (auto desc = DeviceDescFromMessage(ex.reply); !desc.ok())
+    why = desc.error();
+  else
+    w->desc = std::move(desc).value();
   if (why.empty()) return w;
 
   if (w->pid > 0) {
     w->channel.reset();
     KillAndReap(w->pid);
   }
+  std::string tail = StderrTail(err_path);
+  if (!tail.empty() && why.find(tail) == std::string::npos) why += "; its stderr:\n" + tail;
   ::unlink(err_path.c_str());
   return Status::Error(what + " did not start: " + why);
 }
@@ -351,17 +363,24 @@ void WorkerPool::Replace(size_t slot) {
     std::fprintf(stderr, "kevolve: %s; its slot stays empty\n", fresh.error().c_str());
     return;
   }
-  std::unique_ptr<WorkerProcess> retired;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    retired = std::exchange(workers_[slot], std::move(fresh).value());
-    ++restarts_;
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  workers_[slot] = std::move(fresh).value();  // frees `old`
+  ++restarts_;
 }
 
 Result<EvalResult> WorkerPool::Evaluate(const EvalRequest& req) {
-  size_t slot = Acquire();
-  if (slot == kNoSlot) return Status::Error("no GPU worker is left: every worker died and could not be respawned");
+  size_t slot = kNoSlot;
+  for (;;) {
+    slot = Acquire();
+    if (slot == kNoSlot) return Status::Error("no GPU worker is left: every worker died and could not be respawned");
+    // A worker that died while idle is not this request's fault: replace it first.
+    int status = 0;
+    if (::waitpid(workers_[slot]->pid, &status, WNOHANG) != workers_[slot]->pid) break;
+    workers_[slot]->pid = -1;
+    Replace(slot);
+    if (workers_[slot]->channel) break;
+    Release(slot);
+  }
   auto t0 = Clock::now();
   WorkerProcess& w = *workers_[slot];  // we own the slot: nobody swaps it
   std::string uuid = w.desc.uuid;
@@ -369,34 +388,15 @@ Result<EvalResult> WorkerPool::Evaluate(const EvalRequest& req) {
   Exchange ex = Talk(w, ToMessage(req), deadline_ms);
 
   std::optional<EvalResult> out;
-  std::string failure, reason, log;  // failure: why the worker must go
-  switch (ex.kind) {
-    case Exchange::Kind::kTimeout:
-      reason = "timeout";
-      log = "the evaluation passed its watchdog deadline of " + std::to_string(int64_t(deadline_ms)) +
-            " ms; the worker was killed and replaced";
-      break;
-    case Exchange::Kind::kCrashed:
-      reason = "crashed";
-      log = "the worker died during the evaluation and was replaced: " + ex.detail;
-      break;
-    case Exchange::Kind::kProtocol:
-      reason = "worker_error";
-      log = "the worker sent a malformed reply (" + ex.detail + "); it was killed and replaced";
-      break;
-    case Exchange::Kind::kReply:
-      if (ex.reply.type == "error") {
-        reason = "worker_error";
-        log = ErrorText(ex.reply);
-      } else if (auto r = EvalResultFromMessage(ex.reply); !r.ok()) {
-        failure = r.error();
-      } else if (r->id != req.id) {
-        failure = "a result for request " + std::to_string(r->id) + ", not " + std::to_string(req.id);
-      } else {
-        out = std::move(r).value();
-        if (out->device_uuid.empty()) out->device_uuid = uuid;
-      }
-      break;
+  if (ex.kind == Exchange::Kind::kReply && ex.reply.type != "error") {
+    auto r = EvalResultFromMessage(ex.reply);
+    if (r.ok() && r->id == req.id) {
+      out = std::move(r).value();
+      if (out->device_uuid.empty()) out->device_uuid = uuid;
+    } else {  // the worker is out of step: Replace kills it
+      ex.kind = Exchange::Kind::kProtocol;
+      ex.detail = r.ok() ? "a result for request " + std::to_string(r->id) : r.error();
+    }
   }
   if (out && out->context_lost) {
     // The worker exits by itself after a lost context; give it the time to.
@@ -404,14 +404,28 @@ Result<EvalResult> WorkerPool::Evaluate(const EvalRequest& req) {
     ReapWithin(w.pid, kExitGraceMs);
     w.pid = -1;
     Replace(slot);
-  } else if (!failure.empty()) {
-    reason = "worker_error";
-    log = "the worker's reply was unusable (" + failure + "); it was killed and replaced";
-    Replace(slot);
   } else if (ex.kind != Exchange::Kind::kReply) {
     Replace(slot);
   }
   if (!out) {
+    std::string reason = "worker_error", log;
+    switch (ex.kind) {
+      case Exchange::Kind::kReply:  // an "error" message; the worker carries on
+        log = ErrorText(ex.reply);
+        break;
+      case Exchange::Kind::kTimeout:
+        reason = "timeout";
+        log = "the evaluation passed its watchdog deadline of " + std::to_string(int64_t(deadline_ms)) +
+              " ms; the worker was killed and replaced";
+        break;
+      case Exchange::Kind::kCrashed:
+        reason = "crashed";
+        log = "the worker died during the evaluation and was replaced: " + ex.detail;
+        break;
+      case Exchange::Kind::kProtocol:
+        log = "the exchange with the worker failed (" + ex.detail + "); it was killed and replaced";
+        break;
+    }
     if (!workers_[slot]->channel) log += "\n(no replacement worker could be started; see the log)";
     out = FailedLaunch(req, uuid, reason, log, t0);
   }
@@ -434,10 +448,14 @@ Result<Calibration> WorkerPool::Calibrate(int device_index) {
   std::string what = "calibration on device " + std::to_string(w.device);
   Exchange ex = Talk(w, MakeMessage("calibrate"), kCalibrateTimeoutMs);
   Result<Calibration> out = Status::Error(what + " failed");
-  if (ex.kind == Exchange::Kind::kTimeout) out = Status::Error(what + " timed out; the worker was replaced");
-  else if (ex.kind != Exchange::Kind::kReply) out = Status::Error(what + " failed: " + ex.detail);
-  else if (ex.reply.type == "error") out = Status::Error(what + " failed: " + ErrorText(ex.reply));
-  else out = CalibrationFromMessage(ex.reply);
+  if (ex.kind == Exchange::Kind::kTimeout)
+    out = Status::Error(what + " timed out; the worker was replaced");
+  else if (ex.kind != Exchange::Kind::kReply)
+    out = Status::Error(what + " failed: " + ex.detail);
+  else if (ex.reply.type == "error")
+    out = Status::Error(what + " failed: " + ErrorText(ex.reply));
+  else
+    out = CalibrationFromMessage(ex.reply);
   if (ex.kind != Exchange::Kind::kReply) Replace(slot);
   Release(slot);
   return out;
