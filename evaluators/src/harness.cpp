@@ -20,16 +20,18 @@ __device__ __forceinline__ float kv_draw(long long i, unsigned long long seed, i
   if (!normal) return 2.0f * u2 - 1.0f;
   return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
 }
-#define KV_FILL(NAME, TYPE, CONV)                                                            \
-  extern "C" __global__ void NAME(TYPE* p, long long n, unsigned long long seed, float scale,  \
-                                  float offset, int normal) {                                 \
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;               \
-         i += (long long)gridDim.x * blockDim.x)                                              \
-      p[i] = CONV(kv_draw(i, seed, normal) * scale + offset);                                 \
-  }
-KV_FILL(kv_fill_f32, float, (float))
-KV_FILL(kv_fill_f16, __half, __float2half_rn)
-KV_FILL(kv_fill_bf16, __nv_bfloat16, __float2bfloat16_rn)
+template <typename U>
+__device__ __forceinline__ void kv_fill(U* p, long long n, unsigned long long seed, float scale, float offset,
+                                        int normal) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    p[i] = kv::from_float<U>(kv_draw(i, seed, normal) * scale + offset);
+}
+extern "C" __global__ void kv_fill_f32(float* p, long long n, unsigned long long seed, float scale, float offset,
+                                       int normal) { kv_fill(p, n, seed, scale, offset, normal); }
+extern "C" __global__ void kv_fill_f16(__half* p, long long n, unsigned long long seed, float scale, float offset,
+                                       int normal) { kv_fill(p, n, seed, scale, offset, normal); }
+extern "C" __global__ void kv_fill_bf16(__nv_bfloat16* p, long long n, unsigned long long seed, float scale,
+                                        float offset, int normal) { kv_fill(p, n, seed, scale, offset, normal); }
 
 extern "C" __global__ void kv_copy(const uint4* __restrict__ src, uint4* __restrict__ dst, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
