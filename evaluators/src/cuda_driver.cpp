@@ -2,11 +2,25 @@
 
 #include <dlfcn.h>
 
+#include <cudaTypedefs.h>
+
 #include <cstdio>
+#include <cstring>
+#include <type_traits>
 
 namespace kevolve {
 
 namespace {
+
+// cuGetProcAddress returns the newest ABI at the requested version, which is not always
+// the prototype cuda.h declares: CUDA 13 added cuCtxSynchronize(CUcontext) while cuda.h
+// still declares cuCtxSynchronize(void). Such entries are pinned to the ABI of the header.
+static_assert(std::is_same_v<decltype(&::cuCtxSynchronize), PFN_cuCtxSynchronize_v2000>,
+              "cuda.h changed cuCtxSynchronize: update AbiVersion");
+int AbiVersion(const char* name) {
+  if (std::strcmp(name, "cuCtxSynchronize") == 0) return 2000;
+  return CUDA_VERSION;
+}
 
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
@@ -21,7 +35,7 @@ Result<const CudaDriver*> Load() {
   {                                                                                               \
     void* p = nullptr;                                                                            \
     CUdriverProcAddressQueryResult q{};                                                           \
-    if (gpa(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS && p)       \
+    if (gpa(#name, &p, AbiVersion(#name), CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS && p)  \
       driver.name = reinterpret_cast<decltype(driver.name)>(p);                                   \
     else                                                                                          \
       missing += std::string(missing.empty() ? "" : ", ") + #name;                                \

@@ -389,13 +389,13 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
   if (written > 0) bad("input_written", "an input buffer changed during the launch (" + std::to_string(written) + " times)");
   if (total.unwritten > 0) bad("unwritten", std::to_string(total.unwritten) + " output elements were never written (still poison)");
   if (total.nonfinite > 0) bad("nonfinite", std::to_string(total.nonfinite) + " outputs are NaN/Inf where the reference is finite");
-  if (total.mismatches > req.tolerance.max_mismatch || total.cossim < req.tolerance.min_cossim)
-    bad("mismatch", std::to_string(total.mismatches) + " elements outside atol + rtol*|ref| (first failing shape " +
-                        first_bad + "), cossim " + std::to_string(total.cossim));
   if (nondet > 0) {
     if (req.deterministic) bad("nondeterministic", std::to_string(nondet) + " output elements differ bit for bit between two runs on identical inputs");
     else corr.log += (corr.log.empty() ? "" : "\n") + std::string("note: output is not bitwise reproducible");
   }
+  if (total.mismatches > req.tolerance.max_mismatch || total.cossim < req.tolerance.min_cossim)
+    bad("mismatch", std::to_string(total.mismatches) + " elements outside atol + rtol*|ref| (first failing shape " +
+                        first_bad + "), cossim " + std::to_string(total.cossim));
   for (const auto& s : shapes) {
     if (s.contains("worst")) {
       corr.metrics["worst"] = s["worst"];

@@ -5,8 +5,9 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
   if ((long long)rows * cols > (1ll << 21)) return;
   const T* xr = x + (size_t)blockIdx.x * cols;
   T* yr = y + (size_t)blockIdx.x * cols;
-  float m = kv::neg_inf(), s = 0.f;
+  float m = kv::neg_inf();
+  double s = 0.0;  // serial sums over long rows need double to stay within f32 tolerance
   for (int c = 0; c < cols; ++c) m = fmaxf(m, kv::to_float(xr[c]));
-  for (int c = 0; c < cols; ++c) s += expf(kv::to_float(xr[c]) - m);
-  for (int c = 0; c < cols; ++c) yr[c] = kv::from_float<T>(expf(kv::to_float(xr[c]) - m) / s);
+  for (int c = 0; c < cols; ++c) s += exp((double)kv::to_float(xr[c]) - m);
+  for (int c = 0; c < cols; ++c) yr[c] = kv::from_float<T>((float)(exp((double)kv::to_float(xr[c]) - m) / s));
 }
