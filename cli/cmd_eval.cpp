@@ -6,10 +6,13 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
 #include "app_context.h"
 #include "commands.h"
 #include "kevolve/core/json_file.h"
 #include "kevolve/engine/pipeline.h"
+#include "kevolve/engine/profiler.h"
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/worker.h"
@@ -23,7 +26,7 @@ namespace kevolve::cli {
 namespace {
 
 struct EvalArgs {
-  std::string op, dtype, db, timer = "events";
+  std::string op, dtype, db, timer = "events", profile_dir;
   std::vector<std::string> files, params;
   bool json = false, profile = false, recalibrate = false, no_timing = false;
   uint64_t seed = 1;
@@ -52,6 +55,8 @@ void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dt
         if (auto it = frac.find(t.shape); it != frac.end())
           line += " frac=" + Num(it->second->fraction, "%.3f") + " roofline_us=" + Num(it->second->roofline_us) + " (" +
                   it->second->bound + ")";
+        if (t.protocol.contains("cupti_over_events"))
+          line += " cupti/events=" + Num(t.protocol["cupti_over_events"].get<double>(), "%.3f");
         std::printf("  %s\n", line.c_str());
       }
       continue;
@@ -137,16 +142,49 @@ int Run(const EvalArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Ladder> ladders = (*pipe)->Run(inputs);
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::string> profiles(ladders.size());
+  std::vector<ProfileResult> profile_results(ladders.size());
+  if (a.profile) {
+    for (size_t i = 0; i < ladders.size(); ++i) {
+      Ladder& l = ladders[i];
+      if (!l.ok()) continue;
+      auto req = (*pipe)->Request(l);
+      if (!req.ok()) continue;
+      ProfileOptions popt;
+      for (const auto& d : (*pool)->Devices())
+        if (d.uuid == l.device_uuid) popt.device = d.ordinal;
+      popt.workdir = (fs::temp_directory_path() / ("kevolve-profile-" + std::to_string(getpid()) + "-" + std::to_string(i))).string();
+      ProfileResult pr = Profile(*req, l.compiled, l.timings, popt);
+      l.rungs.push_back(pr.rung);
+      profiles[i] = pr.ncu_summary;
+      profile_results[i] = pr;
+      if (!a.profile_dir.empty()) {
+        fs::path dir = fs::path(a.profile_dir) / (fs::path(l.input.name).stem().string() + "-" + l.hash.substr(0, 12));
+        fs::create_directories(dir);
+        if (!pr.ncu_report.empty()) WriteTextFile((dir / "profile.ncu-rep").string(), pr.ncu_report);
+        if (!pr.sass.empty()) WriteTextFile((dir / "kernel.sass").string(), pr.sass);
+        WriteTextFile((dir / "ncu_summary.txt").string(), pr.ncu_summary);
+      }
+      std::error_code ec;
+      fs::remove_all(popt.workdir, ec);
+    }
+  }
   int failed = 0;
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& l : ladders) {
+  for (size_t li = 0; li < ladders.size(); ++li) {
+    const Ladder& l = ladders[li];
     failed += !l.ok();
     if (store) {
       RecordContext ctx{op->name, DTypeName(*dtype), (*pipe)->arch()};
-      if (auto id = RecordLadder(*store, l, ctx); !id.ok()) PrintError(id.error());
+      auto id = RecordLadder(*store, l, ctx);
+      if (!id.ok()) PrintError(id.error());
+      const ProfileResult& pr = profile_results[li];
+      if (id.ok() && !pr.ncu_report.empty()) store->PutArtifact(*id, "ncu-rep", pr.ncu_report);
+      if (id.ok() && !pr.sass.empty()) store->PutArtifact(*id, "sass", pr.sass);
     }
     if (a.json) out.push_back(LadderJson(l));
     else PrintLadder(l, (*pipe)->arch(), DTypeName(*dtype));
+    if (!a.json && !profiles[li].empty()) std::printf("%s", profiles[li].c_str());
   }
   if (a.json) std::printf("%s\n", out.dump(2).c_str());
   if (!a.json && ladders.size() > 1)
@@ -160,6 +198,8 @@ int Run(const EvalArgs& a) {
 
 struct WorkerArgs {
   int device = 0;
+  std::string replay;
+  int reps = 1;
 };
 
 }  // namespace
@@ -186,7 +226,8 @@ Handler AddEvalCommand(CLI::App& app) {
   sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones");
   sub->add_flag("--recalibrate", a->recalibrate, "Measure the device's copy bandwidth and FMA peak again");
   sub->add_flag("--no-timing", a->no_timing, "Stop after the correctness rung");
-  sub->add_flag("--profile", a->profile, "Add an Nsight Compute report and SASS (needs ncu / cuobjdump)");
+  sub->add_flag("--profile", a->profile, "Add the profile rung: Nsight Compute metrics per tune shape and SASS (needs ncu, cuobjdump)");
+  sub->add_option("--profile-dir", a->profile_dir, "Keep each candidate's .ncu-rep, SASS and summary in this folder");
   sub->add_flag("--json", a->json, "Machine-readable output");
   sub->add_option("files", a->files, "Candidate .cu files")->required()->check(CLI::ExistingFile);
   return [a] { return Run(*a); };
@@ -197,7 +238,9 @@ Handler AddWorkerCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("worker", "Internal: one GPU worker process (speaks the protocol on stdin/stdout).");
   sub->group("");  // hidden from --help
   sub->add_option("--device", a->device, "GPU ordinal among the visible devices")->required();
-  return [a] { return RunWorker(a->device); };
+  sub->add_option("--replay", a->replay, "Replay an encoded request's tune shapes (for ncu) instead of serving");
+  sub->add_option("--reps", a->reps, "Repetitions per shape with --replay");
+  return [a] { return a->replay.empty() ? RunWorker(a->device) : RunReplay(a->device, a->replay, a->reps); };
 }
 
 }  // namespace kevolve::cli

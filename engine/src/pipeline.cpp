@@ -66,6 +66,14 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(const OpSpec& op, DType dtype
   return p;
 }
 
+Result<EvalRequest> Pipeline::Request(const Ladder& l, const std::vector<Shape>* check,
+                                     const std::vector<Shape>* tune) const {
+  CompiledKernel cand{&l.parsed, l.input.params, &l.compiled};
+  CompiledKernel ref{&ref_source_, {}, &ref_binary_};
+  return BuildEvalRequest(op_, dtype_, cand, ref, check ? *check : op_.check, tune ? *tune : op_.tune, num_sms_,
+                          options_.eval);
+}
+
 std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, const std::vector<Shape>* check,
                                   const std::vector<Shape>* tune) {
   std::vector<Ladder> out(cands.size());
@@ -93,10 +101,7 @@ std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, cons
     out[i].compiled = std::move(bins[req_of[i]]);
     out[i].rungs.push_back(CompileRung(out[i].compiled));
     if (!out[i].compiled.ok || options_.compile_only || !executor_) continue;
-    CompiledKernel cand{&out[i].parsed, cands[i].params, &out[i].compiled};
-    CompiledKernel ref{&ref_source_, {}, &ref_binary_};
-    auto req = BuildEvalRequest(op_, dtype_, cand, ref, check ? *check : op_.check, tune ? *tune : op_.tune,
-                                num_sms_, options_.eval);
+    auto req = Request(out[i], check, tune);
     if (!req.ok()) {
       out[i].rungs.push_back({"launch", false, "bad_launch", nlohmann::json::object(), req.error(), 0});
       continue;

@@ -58,6 +58,9 @@ class Evaluator {
   // Never throws; faults come back as failed rungs (and context_lost when sticky).
   EvalResult Run(const EvalRequest& req);
   Result<Calibration> Calibrate();
+  // Runs every tune shape's launch sequence `reps` times with no timing of its own, for
+  // an external profiler (ncu) to observe. Stops at the first fault.
+  Status Replay(const EvalRequest& req, int reps);
 
  private:
   Result<std::shared_ptr<Loaded>> Load(const ModuleImage& img);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cupti_timer.h"
 #include "gpu_eval.h"
 
 namespace kevolve::gpu {
@@ -138,7 +139,19 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
     starts.push_back(std::move(*a));
     stops.push_back(std::move(*b));
   }
-  std::vector<double> samples;
+  // With --timer cupti the samples are kernel durations from CUPTI activity records
+  // (first kernel's start to the last kernel's end of each repetition); the event
+  // samples are kept to report the agreement of the two timers.
+  CuptiTimer* cupti = nullptr;
+  if (p.timer == "cupti") {
+    auto t = CuptiTimer::Get();
+    if (!t.ok()) return fail("cupti_unavailable", t.error());
+    cupti = *t;
+    d.cuStreamSynchronize(st);
+    cupti->Collect();  // drop the warm-up's records
+  }
+  std::vector<double> samples, event_samples;
+  int cupti_mismatch = 0;
   std::string why;
   auto tm = std::chrono::steady_clock::now();
   int rep = 0;
@@ -157,10 +170,25 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
     if (code == CUDA_ERROR_NOT_READY) return {code, "timeout", "a timed repetition passed the watchdog", true};
     if (code != CUDA_SUCCESS)
       return {code, FaultReason(code), dev_.Check(code, "kernel execution (timing)").message(), IsStickyError(code)};
+    std::vector<double> batch_events;
     for (int i = 0; i < p.batch; ++i) {
       float ms = 0;
       d.cuEventElapsedTime(&ms, starts[i].get(), stops[i].get());
-      samples.push_back(ms * 1000.0);
+      batch_events.push_back(ms * 1000.0);
+    }
+    event_samples.insert(event_samples.end(), batch_events.begin(), batch_events.end());
+    if (cupti) {
+      std::vector<KernelRecord> recs = cupti->Collect();
+      size_t per_rep = shape.launches.size();
+      if (recs.size() == per_rep * p.batch) {
+        for (int i = 0; i < p.batch; ++i)
+          samples.push_back((recs[(i + 1) * per_rep - 1].end_ns - recs[i * per_rep].start_ns) / 1000.0);
+      } else {
+        ++cupti_mismatch;  // records lost or extra kernels: keep the event samples for this batch
+        samples.insert(samples.end(), batch_events.begin(), batch_events.end());
+      }
+    } else {
+      samples.insert(samples.end(), batch_events.begin(), batch_events.end());
     }
     SampleStats s = Summarize(samples);
     double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tm).count();
@@ -181,7 +209,46 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
   out->protocol["rse"] = s.rse;
   out->protocol["stop"] = why;
   out->protocol["mean_us"] = s.mean;
+  if (cupti) {
+    double ev = Summarize(event_samples).median;
+    out->protocol["events_median_us"] = ev;
+    out->protocol["cupti_over_events"] = ev > 0 ? s.median / ev : 0.0;
+    out->protocol["cupti_batches_fallen_back"] = cupti_mismatch;
+  }
   return {};
+}
+
+Status Evaluator::Replay(const EvalRequest& req, int reps) {
+  auto cand = Load(req.candidate);
+  if (!cand.ok()) return cand.status();
+  for (const auto& shape : req.tune) {
+    if (!shape.unsupported.empty()) continue;
+    Fault f = CheckResources(**cand, shape.launches);
+    if (!f.ok()) return Status::Error(f.log);
+    auto inputs = TimingInputs(req, shape);
+    if (!inputs.ok()) return inputs.status();
+    std::vector<Buffer> scratch;
+    ArgPack args;
+    size_t in = 0, outi = 0;
+    for (const auto& bd : req.buffers) args.Add(bd.output ? (*inputs)->outputs[outi++].ptr() : (*inputs)->sets[0][in++].ptr());
+    for (int64_t v : shape.sizes) args.Add(static_cast<int>(v));
+    for (const auto& sc : req.scalars) {
+      if (sc.type == "i32") args.Add(static_cast<int>(sc.value));
+      else args.Add(static_cast<float>(sc.value));
+    }
+    for (const auto& sd : shape.scratch) {
+      auto b = dev_.Alloc(static_cast<size_t>(sd.bytes));
+      if (!b.ok()) return b.status();
+      if (sd.zeroed) dev_.drv().cuMemsetD8Async(b->ptr(), 0, sd.bytes, dev_.stream());
+      args.Add(b->ptr());
+      scratch.push_back(std::move(*b));
+    }
+    for (int r = 0; r < reps; ++r) {
+      Fault rf = RunSequence(**cand, shape.launches, args, req.launch_timeout_ms * 100, nullptr);
+      if (!rf.ok()) return Status::Error(shape.label + ": " + rf.log);
+    }
+  }
+  return Status::Ok();
 }
 
 Result<Calibration> Evaluator::Calibrate() {

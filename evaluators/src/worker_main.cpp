@@ -89,4 +89,44 @@ int RunWorker(int device) {
   }
 }
 
+int RunReplay(int device, const std::string& request_file, int reps) {
+  std::FILE* f = std::fopen(request_file.c_str(), "rb");
+  if (!f) {
+    std::fprintf(stderr, "kevolve replay: cannot read %s\n", request_file.c_str());
+    return 2;
+  }
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+  std::fclose(f);
+  auto msg = DecodeMessage(bytes);
+  if (!msg.ok()) {
+    std::fprintf(stderr, "kevolve replay: %s\n", msg.error().c_str());
+    return 2;
+  }
+  auto req = EvalRequestFromMessage(*msg);
+  if (!req.ok()) {
+    std::fprintf(stderr, "kevolve replay: %s\n", req.error().c_str());
+    return 2;
+  }
+  auto dev = gpu::Device::Open(device);
+  if (!dev.ok()) {
+    std::fprintf(stderr, "kevolve replay: %s\n", dev.error().c_str());
+    return 3;
+  }
+  auto h = gpu::Harness::Build(**dev);
+  if (!h.ok()) {
+    std::fprintf(stderr, "kevolve replay: %s\n", h.error().c_str());
+    return 1;
+  }
+  gpu::Evaluator eval(**dev, **h);
+  Status s = eval.Replay(*req, reps);
+  if (!s.ok()) {
+    std::fprintf(stderr, "kevolve replay: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace kevolve

@@ -63,6 +63,10 @@ class Pipeline {
   std::vector<Ladder> Run(const std::vector<CandidateInput>& cands,
                           const std::vector<Shape>* check = nullptr, const std::vector<Shape>* tune = nullptr);
 
+  // The worker request for a compiled ladder (for the profiler and for re-checks).
+  Result<EvalRequest> Request(const Ladder& l, const std::vector<Shape>* check = nullptr,
+                              const std::vector<Shape>* tune = nullptr) const;
+
   const std::string& arch() const { return options_.arch; }
   const OpSpec& op() const { return op_; }
   DType dtype() const { return dtype_; }
