@@ -1,12 +1,21 @@
-// The main job: kevolve --op OP [--dtype T] --gens N [--db PATH] [--seed S].
+// The main job: kevolve --op OP [--dtype T] --gens N [--db PATH] [--seed S] ..., and
+// kevolve --resume RUN_ID.
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <set>
+
+#include <unistd.h>
 
 #include "app_context.h"
 #include "commands.h"
 #include "kevolve/core/paths.h"
+#include "kevolve/engine/export.h"
 #include "kevolve/engine/run_config.h"
+#include "kevolve/engine/search.h"
 #include "kevolve/evaluators/cuda_driver.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
+#include "kevolve/evaluators/worker_pool.h"
 
 namespace fs = std::filesystem;
 
@@ -15,37 +24,147 @@ namespace kevolve::cli {
 namespace {
 
 struct RunArgs {
-  std::string op;
-  std::string dtype;
-  int gens = -1;
-  std::string db = "kevolve.db";
-  int64_t seed = -1;
-  std::string config;
+  std::string op, dtype, db = "kevolve.db", config, time, timer;
+  int gens = -1, population = -1, islands = -1, top = 3;
+  int64_t seed = -1, resume = 0;
+  double target = -1;
+  bool no_export = false, profile = false;
 };
 
-int Run(CLI::App& app, const RunArgs& a) {
-  if (a.op.empty()) {
+std::atomic<bool> g_interrupt{false};
+
+void OnSigint(int) {
+  if (g_interrupt.exchange(true)) std::_Exit(kExitInterrupted);  // second Ctrl-C: leave now
+  const char msg[] = "\nkevolve: interrupted: finishing the evaluations in flight (Ctrl-C again to quit now)\n";
+  ssize_t w = write(2, msg, sizeof(msg) - 1);
+  (void)w;
+}
+
+void PrintSummary(db::Store& store, int64_t run_id, int top) {
+  db::CandidateQuery q;
+  q.run_id = run_id;
+  q.only_ok = true;
+  q.order_by_fitness = true;
+  auto best = store.ListCandidates(q);
+  if (!best.ok() || best->empty()) {
+    std::printf("no candidate passed every rung\n");
+    return;
+  }
+  // Each seed's default assignment (generation 0) is the baseline row.
+  db::CandidateQuery s;
+  s.run_id = run_id;
+  auto all = store.ListCandidates(s);
+  std::printf("\n%-6s %-16s %-8s %-34s %s\n", "id", "source", "fitness", "params", "origin");
+  auto row = [&](const db::CandidateRecord& c, const std::string& origin) {
+    auto src = store.GetSource(c.source_id);
+    std::printf("%-6lld %-16s %-8.4f %-34s %s\n", static_cast<long long>(c.id), src.ok() ? src->name.c_str() : "?",
+                c.fitness.value_or(0), c.params.dump().c_str(), origin.c_str());
+  };
+  for (int i = 0; i < top && i < static_cast<int>(best->size()); ++i)
+    row((*best)[i], "#" + std::to_string(i + 1) + " " + (*best)[i].op_name + " gen " + std::to_string((*best)[i].generation));
+  std::set<int64_t> shown;
+  if (all.ok()) {
+    for (const auto& c : *all) {
+      if (c.op_name != "seed" || shown.count(c.source_id)) continue;
+      shown.insert(c.source_id);  // the first sample of each seed is its default assignment
+      row(c, std::string("seed default (") + c.status + ")");
+    }
+  }
+}
+
+int Run(CLI::App& app, RunArgs a) {
+  if (a.op.empty() && a.resume == 0) {
     std::printf("%s", app.help().c_str());
     return kExitOk;
+  }
+  std::unique_ptr<db::Store> store;
+  RunConfig cfg;
+  if (a.resume) {
+    if (!fs::exists(a.db)) { PrintError("no database at '" + a.db + "' (give the run's with --db)"); return kExitUsage; }
+    auto s = db::OpenSqliteStore(a.db);
+    if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
+    store = std::move(*s);
+    auto run = store->GetRun(a.resume);
+    if (!run.ok()) { PrintError(run.error()); return kExitUsage; }
+    a.op = run->op;
+    a.dtype = run->dtype;
+    auto c = RunConfigFromJson(run->config);
+    if (!c.ok()) { PrintError(c.error()); return kExitUsage; }
+    cfg = *c;
+  } else {
+    std::string path = a.config.empty() ? (fs::path(FindProjectRoot()) / "configs" / "run.json").string() : a.config;
+    auto c = LoadRunConfig(path);
+    if (!c.ok()) { PrintError(c.error()); return kExitUsage; }
+    cfg = *c;
   }
   auto op = LoadOp(a.op);
   if (!op.ok()) { PrintError(op.error()); return kExitUsage; }
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
-  std::string config_path = a.config;
-  if (config_path.empty()) config_path = (fs::path(FindProjectRoot()) / "configs" / "run.json").string();
-  auto cfg = LoadRunConfig(config_path);
-  if (!cfg.ok()) { PrintError(cfg.error()); return kExitUsage; }
-  if (a.gens >= 0) cfg->generations = a.gens;
-  if (a.seed >= 0) cfg->seed = static_cast<uint64_t>(a.seed);
-  if (Status s = ValidateRunConfig(*cfg); !s.ok()) { PrintError(s.message()); return kExitUsage; }
-  auto gpus = ListGpus();
-  if (!gpus.ok()) {
-    PrintError(NoGpuMessage(gpus.error()));
-    return kExitNoGpu;
+  if (a.gens >= 0) cfg.generations = a.gens;
+  if (a.seed >= 0 && !a.resume) cfg.seed = static_cast<uint64_t>(a.seed);
+  if (a.population > 0) cfg.population = a.population;
+  if (a.islands > 0) cfg.islands = a.islands;
+  if (a.target >= 0) cfg.target_fraction = a.target;
+  if (!a.timer.empty()) cfg.timer = a.timer;
+  if (!a.time.empty()) {
+    auto t = ParseDuration(a.time);
+    if (!t.ok()) { PrintError(t.error()); return kExitUsage; }
+    cfg.time_limit_s = *t;
   }
-  PrintError("the search engine is not built yet (the evolution issue); 'kevolve compile' works today");
-  return kExitFailed;
+  if (Status s = ValidateRunConfig(cfg); !s.ok()) { PrintError(s.message()); return kExitUsage; }
+  auto gpus = ListGpus();
+  if (!gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
+  if (!store) {
+    auto s = db::OpenSqliteStore(a.db);
+    if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
+    store = std::move(*s);
+  }
+  WorkerPoolOptions wo;
+  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
+  auto pool = WorkerPool::Start(wo);
+  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
+  auto cal = LoadOrCalibrate(**pool, store.get(), false, true);
+  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  PipelineOptions po;
+  po.eval.seed = cfg.seed;
+  po.eval.timing.timer = cfg.timer;
+  auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
+  auto pipe = Pipeline::Create(*op, *dtype, pool->get(), *cal, compiler, po);
+  if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
+  PipelineEvaluator evaluator(pipe->get());
+  SteadyClock clock;
+  Search search(*op, *dtype, cfg, store.get(), &evaluator, &clock);
+
+  std::signal(SIGINT, OnSigint);
+  std::fprintf(stderr, "kevolve: %s %s on %zu GPU(s), %d generations of %d, %d islands, seed %llu, db %s%s\n",
+               op->name.c_str(), DTypeName(*dtype), (*pool)->Devices().size(), cfg.generations, cfg.population,
+               cfg.islands, static_cast<unsigned long long>(cfg.seed), a.db.c_str(),
+               a.resume ? (", resuming run " + std::to_string(a.resume)).c_str() : "");
+  auto result = search.Run(a.resume, &g_interrupt, [&](const GenerationReport& r) {
+    std::printf("%s\n", FormatReport(r, cfg.generations).c_str());
+    std::fflush(stdout);
+  });
+  std::signal(SIGINT, SIG_DFL);
+  if (!result.ok()) { PrintError(result.error()); return kExitFailed; }
+  std::printf("run %lld: %s after %d generations, %lld candidates evaluated\n", static_cast<long long>(result->run_id),
+              result->stop_reason.c_str(), result->generations_done, static_cast<long long>(result->evaluated));
+  PrintSummary(*store, result->run_id, a.top);
+  if (result->stop_reason == "interrupted") {
+    std::printf("\nresume with: kevolve --resume %lld --db %s\n", static_cast<long long>(result->run_id), a.db.c_str());
+    return kExitInterrupted;
+  }
+  if (!a.no_export && result->best) {
+    ExportOptions eo;
+    eo.run_id = result->run_id;
+    eo.top = a.top;
+    eo.out_dir = (fs::path("runs") / std::to_string(result->run_id) / "best").string();
+    eo.profile = a.profile;
+    auto ex = ExportRun(*store, **pipe, eo);
+    if (!ex.ok()) PrintError("export: " + ex.error());
+    else std::printf("\nexported %d survivor(s) to %s\n", *ex, eo.out_dir.c_str());
+  }
+  return result->best ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -55,9 +174,18 @@ Handler AddRunOptions(CLI::App& app) {
   app.add_option("--op", a->op, "Op to search kernels for (see 'kevolve ops')");
   app.add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
   app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)");
+  app.add_option("--time", a->time, "Stop after this long: 90s, 30m, 2h, 1h30m");
+  app.add_option("--target", a->target, "Stop once the best fitness (roofline fraction) reaches this");
   app.add_option("--db", a->db, "Candidate database (default: kevolve.db)");
   app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)");
+  app.add_option("--population", a->population, "Children per generation (default: configs/run.json)");
+  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)");
+  app.add_option("--timer", a->timer, "events or cupti");
   app.add_option("--config", a->config, "Run configuration file (default: configs/run.json)");
+  app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
+  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)");
+  app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
+  app.add_flag("--profile", a->profile, "Add Nsight Compute reports to the export");
   return [a, &app] { return Run(app, *a); };
 }
 

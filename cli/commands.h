@@ -16,6 +16,7 @@ Handler AddShowCommand(CLI::App& app);
 Handler AddEvalCommand(CLI::App& app);
 Handler AddWorkerCommand(CLI::App& app);
 Handler AddDevicesCommand(CLI::App& app);
+Handler AddExportCommand(CLI::App& app);
 // The main job: options on the top-level app itself (kevolve --op softmax --gens 50).
 Handler AddRunOptions(CLI::App& app);
 

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   add(AddEvalCommand);
   add(AddWorkerCommand);
   add(AddDevicesCommand);
+  add(AddExportCommand);
 
   try {
     app.parse(argc, argv);

@@ -9,6 +9,7 @@
 #include "kevolve/core/json_file.h"
 #include "kevolve/core/paths.h"
 #include "kevolve/engine/pipeline.h"
+#include "kevolve/engine/profiler.h"
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/metrics.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
@@ -229,4 +230,33 @@ TEST_CASE("every GPU of the machine takes evaluations", "[gpu]") {
     used.insert(l.device_uuid);
   }
   CHECK(used.size() >= 2);
+}
+
+TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes every artifact", "[gpu]") {
+  GpuFixture::Get();
+  auto dir = testing::MakeTempDir("gpurun");
+  std::string env = "cd '" + dir.string() + "' && KEVOLVE_HOME='" + testing::SourceRoot().string() + "' '" +
+                    testing::KevolveBinary().string() + "' ";
+  std::string out;
+  int rc = testing::RunCommand(env + "--op softmax --gens 3 --population 6 --islands 2 --db k.db --no-export", &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("gen 3/3") != std::string::npos);
+  rc = testing::RunCommand(env + "export --run 1 --top 2 --out best --db k.db", &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  int folders = 0;
+  for (const auto& e : fs::directory_iterator(dir / "best")) {
+    if (!e.is_directory()) continue;
+    ++folders;
+    for (const char* f : {"kernel.cu", "launch.json", "kernel.ptx", "kernel.cubin", "resources.json", "metrics.json",
+                          "lineage.json", "README.md"}) {
+      INFO(e.path() << " " << f);
+      CHECK(fs::exists(e.path() / f));
+      if (fs::exists(e.path() / f)) CHECK(fs::file_size(e.path() / f) > 0);
+    }
+    if (!FindTool("cuobjdump").empty()) CHECK(fs::file_size(e.path() / "kernel.sass") > 0);
+  }
+  CHECK(folders == 2);
+  CHECK(fs::file_size(dir / "best" / "README.md") > 0);
 }

@@ -39,6 +39,7 @@ nlohmann::json Ladder::Features() const {
     f["smem_static"] = a.smem_static;
     f["spills"] = a.spill_loads + a.spill_stores;
   }
+  if (threads > 0) f["threads"] = threads;
   return f;
 }
 
@@ -75,7 +76,7 @@ Result<EvalRequest> Pipeline::Request(const Ladder& l, const std::vector<Shape>*
 }
 
 std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, const std::vector<Shape>* check,
-                                  const std::vector<Shape>* tune) {
+                                  const std::vector<Shape>* tune, const std::atomic<bool>* cancel) {
   std::vector<Ladder> out(cands.size());
   std::vector<CompileRequest> reqs;
   std::vector<size_t> req_of(cands.size(), SIZE_MAX);
@@ -107,13 +108,21 @@ std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, cons
       continue;
     }
     req->id = static_cast<int64_t>(i);
+    if (!req->tune.empty() && !req->tune[0].launches.empty()) {
+      const auto& b = req->tune[0].launches[0].block;
+      out[i].threads = b[0] * b[1] * b[2];
+    }
     evals.push_back(std::move(*req));
     ladder_of.push_back(i);
   }
   if (evals.empty()) return out;
-  auto results = EvaluateAll(*executor_, evals);
+  auto results = EvaluateAll(*executor_, evals, {}, cancel);
   for (size_t k = 0; k < results.size(); ++k) {
     Ladder& l = out[ladder_of[k]];
+    if (!results[k].ok() && results[k].error() == "cancelled") {
+      l.rungs.clear();  // never started: the caller records nothing for it
+      continue;
+    }
     if (!results[k].ok()) {
       l.rungs.push_back({"launch", false, "worker_error", nlohmann::json::object(), results[k].error(), 0});
       continue;

@@ -1,5 +1,7 @@
 #include "kevolve/engine/run_config.h"
 
+#include <cctype>
+
 #include "kevolve/core/json_file.h"
 
 namespace kevolve {
@@ -32,15 +34,19 @@ Status ValidateRunConfig(const RunConfig& c) {
   return Status::Ok();
 }
 
-Result<RunConfig> LoadRunConfig(const std::string& path) {
+namespace {
+
+Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path) {
   RunConfig c;
-  auto doc = ReadJsonFile(path);
-  if (!doc.ok()) return doc.status();
-  const auto& j = *doc;
   JsonReader r(path);
   r.OnlyKeys(j, {"generations", "time_limit_s", "target_fraction", "seed", "population", "islands",
                  "migration_interval", "migrants", "elite_per_island", "seed_samples", "local_search",
                  "operator_mix", "timer"}, "");
+  if (j.is_object() && j.contains("arch")) {
+    nlohmann::json k = j;
+    k.erase("arch");
+    return FromJsonImpl(k, path);
+  }
   c.generations = static_cast<int>(r.Integer(j, "generations", "", false, c.generations));
   c.time_limit_s = r.Number(j, "time_limit_s", "", false, c.time_limit_s);
   c.target_fraction = r.Number(j, "target_fraction", "", false, c.target_fraction);
@@ -63,6 +69,36 @@ Result<RunConfig> LoadRunConfig(const std::string& path) {
   if (!r.ok()) return r.ToStatus();
   if (Status s = ValidateRunConfig(c); !s.ok()) return Status::Error(path + ": " + s.message());
   return c;
+}
+
+}  // namespace
+
+Result<RunConfig> LoadRunConfig(const std::string& path) {
+  auto doc = ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  return FromJsonImpl(*doc, path);
+}
+
+Result<RunConfig> RunConfigFromJson(const nlohmann::json& j) { return FromJsonImpl(j, "the run's stored config"); }
+
+Result<double> ParseDuration(const std::string& text) {
+  double total = 0;
+  size_t i = 0;
+  bool any = false;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+    if (j == i) return Status::Error("bad duration '" + text + "' (examples: 90s, 30m, 2h, 1h30m)");
+    double v = std::stod(text.substr(i, j - i));
+    char unit = j < text.size() ? text[j] : 's';
+    double scale = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : -1;
+    if (scale < 0) return Status::Error("bad duration '" + text + "' (examples: 90s, 30m, 2h, 1h30m)");
+    total += v * scale;
+    any = true;
+    i = j < text.size() ? j + 1 : j;
+  }
+  if (!any) return Status::Error("empty duration");
+  return total;
 }
 
 }  // namespace kevolve

@@ -7,7 +7,8 @@
 namespace kevolve {
 
 std::vector<Result<EvalResult>> EvaluateAll(GpuExecutor& ex, const std::vector<EvalRequest>& reqs,
-                                            const std::function<void(size_t, const Result<EvalResult>&)>& on_done) {
+                                            const std::function<void(size_t, const Result<EvalResult>&)>& on_done,
+                                            const std::atomic<bool>* cancel) {
   std::vector<Result<EvalResult>> out(reqs.size(), Result<EvalResult>(Status::Error("not run")));
   std::atomic<size_t> next{0};
   std::mutex mu;  // guards on_done calls
@@ -16,6 +17,10 @@ std::vector<Result<EvalResult>> EvaluateAll(GpuExecutor& ex, const std::vector<E
   for (size_t t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       for (size_t i; (i = next++) < reqs.size();) {
+        if (cancel && cancel->load()) {
+          out[i] = Status::Error("cancelled");
+          continue;
+        }
         out[i] = ex.Evaluate(reqs[i]);
         if (on_done) {
           std::lock_guard<std::mutex> lock(mu);

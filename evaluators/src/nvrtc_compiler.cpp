@@ -199,7 +199,7 @@ CompileResult NvrtcCompiler::Compile(const CompileRequest& req) {
   if (log_size > 1) {
     res.log.resize(log_size);
     nvrtcGetProgramLog(prog.get(), res.log.data());
-    res.log.resize(log_size - 1);
+    while (!res.log.empty() && res.log.back() == '\0') res.log.pop_back();
   }
   res.compile_ms = elapsed();
   if (cr != NVRTC_SUCCESS) {

@@ -3,6 +3,7 @@
 // by the search loop.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -36,6 +37,7 @@ struct Ladder {
   std::optional<FitnessResult> fitness;
   std::string device_uuid;
   CompileResult compiled;
+  int64_t threads = 0;  // threads per block of the first launch at the first tune shape
 
   bool ok() const;              // every rung passed
   std::string status() const;   // "ok", or "failed_<rung>" / the fault ("timeout", "crashed", "suspect")
@@ -60,8 +62,11 @@ class Pipeline {
                                                   std::shared_ptr<Compiler> compiler, PipelineOptions options);
 
   // Runs the ladder for every candidate. `check`/`tune` default to the op's sets.
+  // When *cancel becomes true, candidates whose evaluation has not started come back
+  // with no rungs at all.
   std::vector<Ladder> Run(const std::vector<CandidateInput>& cands,
-                          const std::vector<Shape>* check = nullptr, const std::vector<Shape>* tune = nullptr);
+                          const std::vector<Shape>* check = nullptr, const std::vector<Shape>* tune = nullptr,
+                          const std::atomic<bool>* cancel = nullptr);
 
   // The worker request for a compiled ladder (for the profiler and for re-checks).
   Result<EvalRequest> Request(const Ladder& l, const std::vector<Shape>* check = nullptr,

@@ -34,5 +34,9 @@ struct RunConfig {
 // name the file and the field.
 Result<RunConfig> LoadRunConfig(const std::string& path);
 Status ValidateRunConfig(const RunConfig& c);
+// The configuration stored with a run (RunConfig::ToJson), read back for --resume.
+Result<RunConfig> RunConfigFromJson(const nlohmann::json& j);
+// "90s", "30m", "2h", "1h30m" or plain seconds; an error names the text.
+Result<double> ParseDuration(const std::string& text);
 
 }  // namespace kevolve

@@ -2,6 +2,7 @@
 // WorkerPool (one `kevolve worker` process per GPU); tests substitute their own.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <vector>
 
@@ -30,7 +31,10 @@ namespace kevolve {
 // Runs every request, keeping every device busy (one thread per device). Results are in
 // request order. `on_done` (optional) is called from the worker threads as each finishes,
 // under an internal lock.
+// When *cancel becomes true, requests not yet started are skipped (their result is the
+// error "cancelled").
 std::vector<Result<EvalResult>> EvaluateAll(GpuExecutor& ex, const std::vector<EvalRequest>& reqs,
-                                            const std::function<void(size_t, const Result<EvalResult>&)>& on_done = {});
+                                            const std::function<void(size_t, const Result<EvalResult>&)>& on_done = {},
+                                            const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace kevolve

@@ -1,0 +1,77 @@
+// kevolve export --run ID --top K --out DIR: the survivors of a run, each re-checked on
+// the held-out shapes, with their artifacts.
+#include <cstdio>
+#include <filesystem>
+
+#include "app_context.h"
+#include "commands.h"
+#include "kevolve/engine/export.h"
+#include "kevolve/evaluators/cuda_driver.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
+#include "kevolve/evaluators/worker_pool.h"
+
+namespace fs = std::filesystem;
+
+namespace kevolve::cli {
+
+namespace {
+
+struct ExportArgs {
+  std::string db = "kevolve.db", out;
+  int64_t run = 0;
+  int top = 3;
+  bool profile = false;
+};
+
+int Run(const ExportArgs& a) {
+  if (!fs::exists(a.db)) { PrintError("no database at '" + a.db + "' (give one with --db)"); return kExitUsage; }
+  auto store = db::OpenSqliteStore(a.db);
+  if (!store.ok()) { PrintError(store.error()); return kExitUsage; }
+  auto run = (*store)->GetRun(a.run);
+  if (!run.ok()) { PrintError(run.error()); return kExitUsage; }
+  auto op = LoadOp(run->op);
+  if (!op.ok()) { PrintError(op.error()); return kExitUsage; }
+  auto dtype = ResolveDType(*op, run->dtype);
+  if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
+  auto gpus = ListGpus();
+  if (!gpus.ok()) {
+    PrintError(NoGpuMessage(gpus.error() + " (export re-checks every survivor on the held-out shapes)"));
+    return kExitNoGpu;
+  }
+  WorkerPoolOptions wo;
+  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
+  auto pool = WorkerPool::Start(wo);
+  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
+  auto cal = LoadOrCalibrate(**pool, store->get(), false, true);
+  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  PipelineOptions po;
+  if (run->config.contains("arch")) po.arch = run->config["arch"].get<std::string>();
+  auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
+  auto pipe = Pipeline::Create(*op, *dtype, pool->get(), *cal, compiler, po);
+  if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
+  ExportOptions eo{a.run, a.top, a.out.empty() ? (fs::path("runs") / std::to_string(a.run) / "best").string() : a.out,
+                   a.profile};
+  auto n = ExportRun(**store, **pipe, eo);
+  if (!n.ok()) { PrintError(n.error()); return kExitFailed; }
+  std::printf("exported %d survivor(s) of run %lld to %s\n", *n, static_cast<long long>(a.run), eo.out_dir.c_str());
+  return *n > 0 ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+Handler AddExportCommand(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "export",
+      "Export a run's best survivors, each re-checked on the op's held-out shapes (needs a GPU), with kernel.cu,\n"
+      "launch.json, PTX, CUBIN, SASS, resources, metrics, lineage and a README table.\n"
+      "Example:\n  kevolve export --run 1 --top 3 --out best/ --db kevolve.db");
+  sub->add_option("--run", a->run, "Run id (see 'kevolve runs')")->required();
+  sub->add_option("--top", a->top, "How many survivors (default 3)");
+  sub->add_option("--out", a->out, "Output folder (default runs/<id>/best)");
+  sub->add_option("--db", a->db, "Database (default kevolve.db)");
+  sub->add_flag("--profile", a->profile, "Add an Nsight Compute report per survivor (needs ncu)");
+  return [a] { return Run(*a); };
+}
+
+}  // namespace kevolve::cli

@@ -1,0 +1,33 @@
+// Exporting survivors: each one re-checked on the op's held-out shapes first (a survivor
+// that fails there is reported and skipped), then written to its own folder with
+// everything needed to reuse it or re-check the claim:
+//   kernel.cu (parameters baked in), launch.json, kernel.ptx, kernel.cubin, kernel.sass
+//   (when cuobjdump exists), resources.json, metrics.json, lineage.json, README.md,
+//   and with `profile` an Nsight Compute report (profile.ncu-rep) plus ncu_summary.txt.
+// The export folder gets a README.md table of all survivors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kevolve/db/store.h"
+#include "kevolve/engine/pipeline.h"
+
+namespace kevolve {
+
+struct ExportOptions {
+  int64_t run_id = 0;
+  int top = 3;
+  std::string out_dir;
+  bool profile = false;
+};
+
+// Returns how many survivors were exported. `pipeline` must be for the run's op and
+// dtype and have a GPU executor (the held-out gate runs on the GPU).
+Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions& options);
+
+// The candidate's source with every parameter fixed: "#define NAME VALUE" lines and
+// single-valued @kevolve param directives, so the file compiles on its own.
+std::string BakeParameters(const std::string& source, const Assignment& params);
+
+}  // namespace kevolve

@@ -1,0 +1,106 @@
+// The search loop: generations of select -> operators -> dedupe -> compile + evaluate
+// (through CandidateEvaluator) -> commit -> report. Single-threaded and deterministic
+// for a given seed and evaluation results; parallelism lives in the evaluator.
+//
+// Durability: every evaluation is committed in its own transaction as it lands, and a
+// generation counts as done only once all of it is committed. --resume replays the
+// committed generations into the archive, re-proposes the unfinished generation (the
+// same proposals, since the random stream is derived from seed and generation) and
+// evaluates only what is not yet recorded: nothing is duplicated or counted twice.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kevolve/core/op_spec.h"
+#include "kevolve/db/store.h"
+#include "kevolve/engine/archive.h"
+#include "kevolve/engine/evaluator.h"
+#include "kevolve/engine/run_config.h"
+#include "kevolve/operators/operator.h"
+
+namespace kevolve {
+
+// Wall time, replaceable in tests.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual double Seconds() = 0;  // monotonic
+};
+class SteadyClock : public Clock {
+ public:
+  double Seconds() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+};
+
+struct GenerationReport {
+  int generation = 0;
+  int proposed = 0, evaluated = 0, reused = 0, duplicates = 0;
+  std::map<std::string, int> failures;  // by status ("failed_correctness", "timeout", ...)
+  double best_fitness = 0;
+  std::vector<std::pair<std::string, double>> best_times_us;  // per tune shape, best candidate
+  double candidates_per_minute = 0;
+  double eta_s = -1;
+  int archive_cells = 0;
+};
+
+struct SearchResult {
+  int64_t run_id = 0;
+  std::string stop_reason;  // generations | time | target | interrupted | error
+  int generations_done = 0;
+  int64_t evaluated = 0;
+  std::optional<Member> best;
+};
+
+class Search {
+ public:
+  Search(const OpSpec& op, DType dtype, RunConfig config, db::Store* store, CandidateEvaluator* evaluator,
+         Clock* clock);
+
+  // Starts a new run (resume_run_id == 0) or continues one. `interrupt` is polled between
+  // evaluations (Ctrl-C). `on_generation` receives each report.
+  Result<SearchResult> Run(int64_t resume_run_id, const std::atomic<bool>* interrupt,
+                           const std::function<void(const GenerationReport&)>& on_generation);
+
+  const Archive& archive() const { return archive_; }
+
+ private:
+  struct Proposal2 {
+    std::shared_ptr<const CandidateSource> source;
+    Assignment params;
+    std::vector<int64_t> parents;
+    std::string op_name;
+    int island = 0;
+    std::string hash;
+  };
+  Status LoadSeeds();
+  std::vector<Proposal2> SeedProposals(std::mt19937_64& rng);
+  std::vector<Proposal2> Breed(std::mt19937_64& rng);
+  std::shared_ptr<const CandidateSource> Intern(const std::string& name, const std::string& text);
+  Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
+                  int island, int generation, const nlohmann::json& features) const;
+  Status Replay(int64_t run_id, int generations_done);
+
+  OpSpec op_;
+  DType dtype_;
+  RunConfig cfg_;
+  db::Store* store_;
+  CandidateEvaluator* eval_;
+  Clock* clock_;
+  Archive archive_;
+  std::vector<std::shared_ptr<const CandidateSource>> seeds_;
+  std::map<std::string, std::shared_ptr<const CandidateSource>> sources_;  // by text
+  std::map<std::string, int> source_evaluations_;                          // by text
+  Env constants_;
+};
+
+// One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2
+// best 0.812  4096x1024 12.1us ...  41 cand/min  eta 12m".
+std::string FormatReport(const GenerationReport& r, int total_generations);
+
+}  // namespace kevolve

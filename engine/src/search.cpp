@@ -1,0 +1,351 @@
+#include "kevolve/engine/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "kevolve/core/json_file.h"
+#include "kevolve/operators/param_ops.h"
+
+namespace kevolve {
+
+namespace {
+
+uint64_t Mix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9e3779b97f4a7c15ull + b + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Both operators in this issue; LLM operators join this table later.
+std::unique_ptr<Operator> MakeOperator(const std::string& name) {
+  if (name == "param_tweak") return std::make_unique<ParamTweak>();
+  if (name == "crossover") return std::make_unique<Crossover>();
+  return nullptr;
+}
+
+Assignment FromJson(const nlohmann::json& j) {
+  Assignment a;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it->is_number_integer()) a[it.key()] = it->get<int64_t>();
+  return a;
+}
+
+}  // namespace
+
+Search::Search(const OpSpec& op, DType dtype, RunConfig config, db::Store* store, CandidateEvaluator* evaluator,
+               Clock* clock)
+    : op_(op),
+      dtype_(dtype),
+      cfg_(std::move(config)),
+      store_(store),
+      eval_(evaluator),
+      clock_(clock),
+      archive_(cfg_.islands, cfg_.elite_per_island) {
+  constants_ = {{"sizeof_T", DTypeSize(dtype)}};
+}
+
+std::shared_ptr<const CandidateSource> Search::Intern(const std::string& name, const std::string& text) {
+  auto it = sources_.find(text);
+  if (it != sources_.end()) return it->second;
+  auto parsed = CandidateSource::Parse(text, name);
+  if (!parsed.ok()) return nullptr;
+  auto p = std::make_shared<const CandidateSource>(std::move(*parsed));
+  sources_[text] = p;
+  return p;
+}
+
+Status Search::LoadSeeds() {
+  for (const auto& path : op_.seeds) {
+    auto text = ReadTextFile(path);
+    if (!text.ok()) return text.status();
+    std::string name = path.substr(path.find_last_of('/') + 1);
+    auto src = Intern(name, *text);
+    if (!src) return Status::Error("seed " + path + " does not parse: " + CandidateSource::Parse(*text, name).error());
+    seeds_.push_back(src);
+  }
+  return Status::Ok();
+}
+
+Member Search::ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a,
+                        double fitness, int island, int generation, const nlohmann::json& f) const {
+  Member m;
+  m.id = id;
+  m.source = src;
+  m.params = a;
+  m.fitness = fitness;
+  m.island = island;
+  m.generation = generation;
+  m.cell = CellKey(src->name, f.value("threads", int64_t{0}), f.value("regs", 0), f.value("smem_static", int64_t{0}), a);
+  return m;
+}
+
+Status Search::Replay(int64_t run_id, int generations_done) {
+  db::CandidateQuery q;
+  q.run_id = run_id;
+  auto cands = store_->ListCandidates(q);
+  if (!cands.ok()) return cands.status();
+  for (int g = 0; g < generations_done; ++g) {
+    for (const auto& c : *cands) {
+      if (c.generation != g) continue;
+      auto src = store_->GetSource(c.source_id);
+      if (!src.ok()) return src.status();
+      auto s = Intern(src->name, src->text);
+      if (!s) continue;
+      ++source_evaluations_[s->text];
+      if (c.status == "ok" && c.fitness) archive_.Add(ToMember(c.id, s, FromJson(c.params), *c.fitness, c.island, g, c.features));
+    }
+    if ((g + 1) % cfg_.migration_interval == 0) archive_.Migrate(cfg_.migrants);
+  }
+  return Status::Ok();
+}
+
+std::vector<Search::Proposal2> Search::SeedProposals(std::mt19937_64& rng) {
+  std::vector<Proposal2> out;
+  int next_island = 0;
+  for (const auto& s : seeds_) {
+    std::set<Assignment> seen;
+    Assignment first = s->DefaultAssignment();
+    if (ValidateAssignment(*s, first, constants_).ok()) seen.insert(first);
+    for (int tries = 0; static_cast<int>(seen.size()) < cfg_.seed_samples && tries < 50 * cfg_.seed_samples; ++tries) {
+      auto a = SampleAssignment(*s, rng, constants_);
+      if (!a.ok()) break;
+      seen.insert(*a);
+    }
+    // The default first, then the samples in a stable order.
+    std::vector<Assignment> list;
+    if (seen.count(first)) list.push_back(first);
+    for (const auto& a : seen)
+      if (a != first) list.push_back(a);
+    for (const auto& a : list) out.push_back({s, a, {}, "seed", next_island++ % cfg_.islands, ""});
+  }
+  return out;
+}
+
+std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
+  std::vector<Proposal2> out;
+  std::vector<std::pair<std::string, double>> mix(cfg_.operator_mix.begin(), cfg_.operator_mix.end());
+  std::vector<double> weights;
+  for (const auto& [name, w] : mix) weights.push_back(MakeOperator(name) ? w : 0.0);
+  double total = 0;
+  for (double w : weights) total += w;
+  if (total <= 0) return out;
+  std::discrete_distribution<size_t> pick_op(weights.begin(), weights.end());
+  ParamTweak tweak;
+
+  auto view = [&](const Member& m) {
+    ParentView v;
+    v.id = m.id;
+    v.source = m.source.get();
+    v.params = m.params;
+    v.fitness = m.fitness;
+    v.constants = constants_;
+    return v;
+  };
+  auto add = [&](const Proposal& p, int island) {
+    auto src = Intern(p.source_name, p.source_text);
+    if (src) out.push_back({src, p.params, p.parents, p.op_name, island, ""});
+  };
+
+  // Hybrid: a source with few evaluations gets parameter neighbours of its best first.
+  for (const auto& [key, m] : archive_.cells()) {
+    (void)key;
+    int have = source_evaluations_[m.source->text];
+    int want = 1 + cfg_.local_search;
+    for (int k = have; k < want && static_cast<int>(out.size()) < cfg_.population; ++k) {
+      auto p = tweak.Apply({view(m)}, rng);
+      if (p.ok()) {
+        p->op_name = "local_search";
+        add(*p, m.island);
+      }
+    }
+  }
+  for (int c = static_cast<int>(out.size()); c < cfg_.population; ++c) {
+    int island = c % cfg_.islands;
+    const Member* parent = std::uniform_real_distribution<double>(0, 1)(rng) < 0.8
+                               ? archive_.Tournament(island, 3, rng)
+                               : archive_.RandomCell(rng);
+    if (!parent) parent = archive_.RandomCell(rng);
+    if (!parent) break;
+    std::string name = mix[pick_op(rng)].first;
+    std::unique_ptr<Operator> op = MakeOperator(name);
+    Result<Proposal> p = Status::Error("none");
+    if (op->arity() == 2) {
+      const Member* partner = archive_.Partner(*parent, rng);
+      if (partner) p = op->Apply({view(*parent), view(*partner)}, rng);
+    } else {
+      p = op->Apply({view(*parent)}, rng);
+    }
+    if (!p.ok()) p = tweak.Apply({view(*parent)}, rng);  // e.g. no crossover partner yet
+    if (p.ok()) add(*p, parent->island);
+  }
+  return out;
+}
+
+Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>* interrupt,
+                                 const std::function<void(const GenerationReport&)>& on_generation) {
+  if (Status s = ValidateRunConfig(cfg_); !s.ok()) return s;
+  if (Status s = LoadSeeds(); !s.ok()) return s;
+  db::RunRecord run;
+  if (resume_run_id) {
+    auto r = store_->GetRun(resume_run_id);
+    if (!r.ok()) return r.status();
+    run = *r;
+    if (run.op != op_.name || run.dtype != DTypeName(dtype_))
+      return Status::Error("run " + std::to_string(run.id) + " is " + run.op + "/" + run.dtype);
+    if (Status s = Replay(run.id, run.generations_done); !s.ok()) return s;
+  } else {
+    run.op = op_.name;
+    run.dtype = DTypeName(dtype_);
+    run.seed = cfg_.seed;
+    run.config = cfg_.ToJson();
+    run.config["arch"] = eval_->arch();
+    auto id = store_->CreateRun(run);
+    if (!id.ok()) return id.status();
+    run.id = *id;
+  }
+  run.status = "running";
+  if (Status s = store_->UpdateRun(run); !s.ok()) return s;
+
+  SearchResult result;
+  result.run_id = run.id;
+  result.stop_reason = "generations";
+  double t0 = clock_->Seconds();
+  int64_t evaluated_total = 0;
+  for (int g = run.generations_done; g < cfg_.generations; ++g) {
+    double tg = clock_->Seconds();
+    std::mt19937_64 rng(Mix(cfg_.seed, static_cast<uint64_t>(g)));
+    std::vector<Proposal2> props = g == 0 ? SeedProposals(rng) : Breed(rng);
+    if (props.empty()) {
+      result.stop_reason = archive_.empty() ? "no_parents" : "no_proposals";
+      break;
+    }
+    GenerationReport rep;
+    rep.generation = g;
+    rep.proposed = static_cast<int>(props.size());
+    // Dedupe: within the generation, against this run's earlier generations, and
+    // against other runs. A candidate recorded by an interrupted attempt at this same
+    // generation is reused as it stands.
+    std::set<std::string> seen;
+    std::vector<Proposal2> todo;
+    for (auto& p : props) {
+      p.hash = eval_->Hash(*p.source, p.params);
+      if (!seen.insert(p.hash).second) {
+        ++rep.duplicates;
+        continue;
+      }
+      auto existing = store_->FindCandidate(p.hash);
+      if (!existing.ok()) return existing.status();
+      if (*existing) {
+        const db::CandidateRecord& c = **existing;
+        bool same_gen = c.run_id && *c.run_id == run.id && c.generation == g;
+        if (same_gen && c.status != "pending") {
+          ++rep.reused;
+          ++source_evaluations_[p.source->text];
+          if (c.status == "ok" && c.fitness)
+            archive_.Add(ToMember(c.id, p.source, p.params, *c.fitness, c.island, g, c.features));
+          continue;
+        }
+        if (!same_gen) {
+          ++rep.duplicates;
+          continue;
+        }
+      }
+      todo.push_back(p);
+    }
+    std::vector<CandidateInput> inputs;
+    for (const auto& p : todo) inputs.push_back({p.source->name, p.source->text, p.params});
+    std::vector<Ladder> ladders = inputs.empty() ? std::vector<Ladder>{} : eval_->Evaluate(inputs, interrupt);
+    for (size_t i = 0; i < ladders.size(); ++i) {
+      Ladder& l = ladders[i];
+      if (l.rungs.empty()) continue;  // cancelled before it started
+      l.hash = todo[i].hash;
+      RecordContext ctx{op_.name, DTypeName(dtype_), eval_->arch(), g == 0 ? "seed" : "evolved", todo[i].op_name,
+                        run.id, g, todo[i].island, todo[i].parents};
+      if (Status s = store_->Begin(); !s.ok()) return s;
+      auto id = RecordLadder(*store_, l, ctx);
+      if (!id.ok()) {
+        store_->Rollback();
+        return id.status();
+      }
+      if (Status s = store_->Commit(); !s.ok()) return s;
+      ++rep.evaluated;
+      ++evaluated_total;
+      ++source_evaluations_[todo[i].source->text];
+      std::string st = l.status();
+      if (st == "ok" && l.fitness)
+        archive_.Add(ToMember(*id, todo[i].source, todo[i].params, l.fitness->fitness, todo[i].island, g, l.Features()));
+      else
+        ++rep.failures[st];
+    }
+    if (interrupt && interrupt->load()) {
+      result.stop_reason = "interrupted";
+      break;
+    }
+    if ((g + 1) % cfg_.migration_interval == 0) archive_.Migrate(cfg_.migrants);
+    run.generations_done = g + 1;
+    if (Status s = store_->UpdateRun(run); !s.ok()) return s;
+
+    const Member* best = archive_.Best();
+    rep.best_fitness = best ? best->fitness : 0;
+    rep.archive_cells = static_cast<int>(archive_.size());
+    if (best) {
+      auto timings = store_->GetTimings(best->id);
+      if (timings.ok())
+        for (const auto& t : *timings) rep.best_times_us.push_back({t.shape, t.median_us});
+    }
+    double now = clock_->Seconds();
+    double gen_s = std::max(now - tg, 1e-9);
+    rep.candidates_per_minute = rep.evaluated / gen_s * 60.0;
+    double per_gen = (now - t0) / std::max(1, g + 1 - (resume_run_id ? 0 : 0));
+    rep.eta_s = per_gen * (cfg_.generations - g - 1);
+    if (on_generation) on_generation(rep);
+
+    if (cfg_.time_limit_s > 0 && now - t0 >= cfg_.time_limit_s) {
+      result.stop_reason = "time";
+      break;
+    }
+    if (cfg_.target_fraction > 0 && best && best->fitness >= cfg_.target_fraction) {
+      result.stop_reason = "target";
+      break;
+    }
+  }
+  run.status = result.stop_reason == "interrupted" ? "interrupted" : "finished";
+  store_->UpdateRun(run);
+  result.generations_done = run.generations_done;
+  result.evaluated = evaluated_total;
+  if (const Member* best = archive_.Best()) result.best = *best;
+  return result;
+}
+
+std::string FormatReport(const GenerationReport& r, int total) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "gen %d/%d  eval %d", r.generation + 1, total, r.evaluated);
+  std::string s = buf;
+  if (r.reused) s += " (+" + std::to_string(r.reused) + " reused)";
+  if (r.duplicates) s += " dup " + std::to_string(r.duplicates);
+  if (!r.failures.empty()) {
+    s += "  fail";
+    for (const auto& [k, v] : r.failures) {
+      std::string name = k.rfind("failed_", 0) == 0 ? k.substr(7) : k;
+      s += " " + name + "=" + std::to_string(v);
+    }
+  }
+  std::snprintf(buf, sizeof(buf), "  best %.3f  cells %d", r.best_fitness, r.archive_cells);
+  s += buf;
+  for (const auto& [shape, us] : r.best_times_us) {
+    std::snprintf(buf, sizeof(buf), "  %s %.1fus", shape.c_str(), us);
+    s += buf;
+  }
+  std::snprintf(buf, sizeof(buf), "  %.0f cand/min", r.candidates_per_minute);
+  s += buf;
+  if (r.eta_s >= 0) {
+    std::snprintf(buf, sizeof(buf), "  eta %.0fm%02.0fs", std::floor(r.eta_s / 60), std::fmod(r.eta_s, 60));
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace kevolve

@@ -1,0 +1,221 @@
+// The search loop with a deterministic in-process evaluator: a known fitness landscape
+// over the parameters of a synthetic candidate.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "kevolve/core/hash.h"
+#include "kevolve/engine/search.h"
+#include "test_util.h"
+
+using namespace kevolve;
+
+namespace {
+
+const char* kLandscape = R"(// @kevolve param A 1 2 3 4 5 6 7 8
+// @kevolve param B 1 2 3 4 5 6 7 8
+// @kevolve param C 0 1 2 3
+// @kevolve launch k grid=rows block=32
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {}
+)";
+
+// Fitness peaks at A=6, B=3, C=2 (1.0); C=0 fails correctness.
+class LandscapeEvaluator : public CandidateEvaluator {
+ public:
+  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel) override {
+    std::vector<Ladder> out;
+    for (const auto& c : in) {
+      Ladder l;
+      l.input = c;
+      if (cancel && cancel->load()) {
+        out.push_back(l);
+        continue;
+      }
+      ++calls;
+      auto parsed = CandidateSource::Parse(c.text, c.name);
+      l.parsed = *parsed;
+      int64_t a = c.params.at("A"), b = c.params.at("B"), cc = c.params.at("C");
+      l.rungs.push_back({"static", true, "", nlohmann::json::object(), "", 0});
+      l.rungs.push_back({"compile", true, "", nlohmann::json::object(), "", 0});
+      bool correct = cc != 0;
+      l.rungs.push_back({"correctness", correct, correct ? "" : "mismatch", nlohmann::json::object(), "", 0});
+      if (correct) {
+        double f = std::exp(-0.1 * ((a - 6) * (a - 6) + (b - 3) * (b - 3) + (cc - 2) * (cc - 2)));
+        FitnessResult fr;
+        fr.fitness = f;
+        l.fitness = fr;
+        l.rungs.push_back({"fitness", true, "", {{"fitness", f}}, "", 0});
+      }
+      out.push_back(l);
+    }
+    return out;
+  }
+  std::string Hash(const CandidateSource& p, const Assignment& a) const override {
+    return Sha256Hex(p.text + AssignmentString(a));
+  }
+  std::string arch() const override { return "sm_90"; }
+  int calls = 0;
+};
+
+class FakeClock : public Clock {
+ public:
+  double Seconds() override { return t += 1.0; }
+  double t = 0;
+};
+
+struct World {
+  std::filesystem::path dir = testing::MakeTempDir("search");
+  OpSpec op;
+  std::unique_ptr<db::Store> store;
+  World() {
+    testing::WriteFile(dir / "land.cu", kLandscape);
+    op.name = "landscape";
+    op.sizes = {"rows", "cols"};
+    op.dtypes = {DType::kF32};
+    op.seeds = {(dir / "land.cu").string()};
+    auto s = db::OpenSqliteStore((dir / "k.db").string());
+    REQUIRE(s.ok());
+    store = std::move(*s);
+  }
+};
+
+RunConfig Config(int gens, uint64_t seed) {
+  RunConfig c;
+  c.generations = gens;
+  c.seed = seed;
+  c.population = 12;
+  c.islands = 3;
+  c.migration_interval = 2;
+  c.elite_per_island = 4;
+  c.seed_samples = 6;
+  c.local_search = 0;
+  return c;
+}
+
+std::vector<std::string> History(db::Store& s, int64_t run) {
+  db::CandidateQuery q;
+  q.run_id = run;
+  auto c = s.ListCandidates(q);
+  std::vector<std::string> out;
+  for (const auto& r : *c) out.push_back(std::to_string(r.generation) + ":" + r.params.dump() + ":" + r.op_name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the search reaches the known optimum of the landscape", "[engine]") {
+  World w;
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  Search s(w.op, DType::kF32, Config(25, 7), w.store.get(), &ev, &clock);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  REQUIRE(r->best);
+  CHECK(r->best->fitness == Approx(1.0));
+  CHECK(r->best->params == Assignment{{"A", 6}, {"B", 3}, {"C", 2}});
+  CHECK(r->generations_done == 25);
+  // Far fewer evaluations than the 256-point space.
+  CHECK(ev.calls < 256);
+}
+
+TEST_CASE("the same seed gives the same run; another seed another", "[engine]") {
+  World w1, w2, w3;
+  LandscapeEvaluator e1, e2, e3;
+  FakeClock c1, c2, c3;
+  auto r1 = Search(w1.op, DType::kF32, Config(6, 11), w1.store.get(), &e1, &c1).Run(0, nullptr, {});
+  auto r2 = Search(w2.op, DType::kF32, Config(6, 11), w2.store.get(), &e2, &c2).Run(0, nullptr, {});
+  auto r3 = Search(w3.op, DType::kF32, Config(6, 12), w3.store.get(), &e3, &c3).Run(0, nullptr, {});
+  REQUIRE((r1.ok() && r2.ok() && r3.ok()));
+  CHECK(History(*w1.store, r1->run_id) == History(*w2.store, r2->run_id));
+  CHECK(History(*w1.store, r1->run_id) != History(*w3.store, r3->run_id));
+}
+
+TEST_CASE("only correct candidates become parents; failures are kept", "[engine]") {
+  World w;
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  auto r = Search(w.op, DType::kF32, Config(6, 3), w.store.get(), &ev, &clock).Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  db::CandidateQuery q;
+  q.run_id = r->run_id;
+  auto all = w.store->ListCandidates(q);
+  REQUIRE(all.ok());
+  std::map<int64_t, std::string> status;
+  int failed = 0;
+  for (const auto& c : *all) {
+    status[c.id] = c.status;
+    failed += c.status != "ok";
+  }
+  CHECK(failed > 0);
+  for (const auto& c : *all)
+    for (int64_t p : c.parents) CHECK(status[p] == "ok");
+}
+
+TEST_CASE("dedupe: no candidate is stored twice", "[engine]") {
+  World w;
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  auto r = Search(w.op, DType::kF32, Config(15, 5), w.store.get(), &ev, &clock).Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  db::CandidateQuery q;
+  q.run_id = r->run_id;
+  auto all = w.store->ListCandidates(q);
+  std::set<std::string> params;
+  for (const auto& c : *all) CHECK(params.insert(c.params.dump()).second);
+  CHECK(static_cast<int>(all->size()) == ev.calls);
+}
+
+TEST_CASE("resume after a crash loses nothing and duplicates nothing", "[engine]") {
+  World crash, whole;
+  LandscapeEvaluator e1, e2, e3;
+  FakeClock c1, c2, c3;
+  // The reference: 8 generations straight.
+  auto full = Search(whole.op, DType::kF32, Config(8, 9), whole.store.get(), &e1, &c1).Run(0, nullptr, {});
+  REQUIRE(full.ok());
+  // A run interrupted in generation 5, then resumed.
+  std::atomic<bool> stop{false};
+  int gens_seen = 0;
+  auto part = Search(crash.op, DType::kF32, Config(8, 9), crash.store.get(), &e2, &c2).Run(0, &stop, [&](const GenerationReport&) {
+    if (++gens_seen == 4) stop = true;  // interrupts during generation 5
+  });
+  REQUIRE(part.ok());
+  CHECK(part->stop_reason == "interrupted");
+  auto run = crash.store->GetRun(part->run_id);
+  CHECK(run->generations_done == 4);
+  CHECK(run->status == "interrupted");
+  auto resumed = Search(crash.op, DType::kF32, Config(8, 9), crash.store.get(), &e3, &c3).Run(part->run_id, nullptr, {});
+  REQUIRE(resumed.ok());
+  CHECK(resumed->generations_done == 8);
+  CHECK(History(*crash.store, part->run_id) == History(*whole.store, full->run_id));
+  CHECK(e2.calls + e3.calls == e1.calls);
+}
+
+TEST_CASE("islands and migration follow the configuration", "[engine]") {
+  World w;
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig cfg = Config(4, 21);
+  cfg.islands = 3;
+  cfg.elite_per_island = 2;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  REQUIRE(s.archive().islands() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(s.archive().island(i).size() <= 2);
+  db::CandidateQuery q;
+  q.run_id = r->run_id;
+  std::set<int> islands;
+  auto all = w.store->ListCandidates(q);
+  REQUIRE(all.ok());
+  for (const auto& c : *all) islands.insert(c.island);
+  CHECK(islands == std::set<int>{0, 1, 2});
+
+  Archive a(2, 3);
+  auto src = std::make_shared<const CandidateSource>(*CandidateSource::Parse(kLandscape, "l.cu"));
+  for (int i = 0; i < 3; ++i) a.Add({i + 1, src, {{"A", i}}, 0.1 * (i + 1), 0, 0, "c" + std::to_string(i)});
+  CHECK(a.island(1).empty());
+  a.Migrate(2);
+  REQUIRE(a.island(1).size() == 2);
+  CHECK(a.island(1)[0].fitness == Approx(0.3));
+  CHECK(a.island(1)[1].fitness == Approx(0.2));
+}
