@@ -131,6 +131,17 @@ std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, cons
     l.device_uuid = r.device_uuid;
     for (auto& rung : r.rungs) l.rungs.push_back(std::move(rung));
     l.timings = std::move(r.timings);
+    // When ptxas' report was missing from the compile log, take the driver's figures.
+    if (const RungResult* lr = l.Find("launch"); lr && lr->metrics.contains("resources")) {
+      for (auto it = lr->metrics["resources"].begin(); it != lr->metrics["resources"].end(); ++it) {
+        Resources& res = l.compiled.resources[it.key()];
+        if (res.registers < 0) {
+          res.registers = it->value("regs", -1);
+          res.smem_static = it->value("smem_static", int64_t{0});
+          res.stack = it->value("local_bytes", int64_t{0});
+        }
+      }
+    }
     const RungResult* timing = l.Find("timing");
     if (timing && timing->ok) {
       auto cal = calibration_.find(l.device_uuid);

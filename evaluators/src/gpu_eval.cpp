@@ -360,6 +360,17 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
   launch.ok = true;
   launch.metrics = {{"launches", static_cast<int64_t>(req.check.empty() ? 0 : req.check[0].launches.size())},
                     {"shapes", static_cast<int64_t>(req.check.size())}};
+  // Resource usage as the driver sees the loaded kernels (independent of ptxas' log).
+  nlohmann::json res_json = nlohmann::json::object();
+  for (const auto& [entry, fn] : (*cand)->fns) {
+    int regs = 0, smem = 0, local = 0, max_threads = 0;
+    dev_.drv().cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn);
+    dev_.drv().cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
+    dev_.drv().cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn);
+    dev_.drv().cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
+    res_json[entry] = {{"regs", regs}, {"smem_static", smem}, {"local_bytes", local}, {"max_threads", max_threads}};
+  }
+  launch.metrics["resources"] = res_json;
   launch.duration_ms = Ms(tc);
   res.rungs.push_back(launch);
 
