@@ -159,11 +159,64 @@ FROM rungs r JOIN candidates c ON c.id = r.candidate_id
 GROUP BY c.run_id, r.name;
 )sql";
 
+// Version 2: every LLM call with its cost, and the full-text index of the context
+// folders that prompts draw snippets from.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE llm_calls (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER REFERENCES runs(id),
+  candidate_id INTEGER REFERENCES candidates(id),  -- the child it produced, if any
+  parent_id    INTEGER REFERENCES candidates(id),  -- the candidate the prompt showed
+  provider     TEXT NOT NULL,
+  model        TEXT NOT NULL,
+  operator     TEXT NOT NULL,
+  prompt       TEXT NOT NULL,
+  response     TEXT NOT NULL,
+  tokens_in    INTEGER NOT NULL DEFAULT 0,
+  tokens_out   INTEGER NOT NULL DEFAULT 0,
+  latency_s    REAL,
+  cost_usd     REAL,
+  outcome      TEXT NOT NULL,
+  error        TEXT NOT NULL DEFAULT '',
+  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX llm_calls_by_run ON llm_calls(run_id, provider);
+CREATE INDEX llm_calls_by_candidate ON llm_calls(candidate_id);
+CREATE INDEX llm_calls_by_parent ON llm_calls(parent_id);
+
+-- What the LLMs cost, per run and provider.
+CREATE VIEW llm_spend AS
+SELECT run_id, provider,
+       COUNT(*) AS calls,
+       SUM(outcome = 'ok') AS ok_calls,
+       SUM(tokens_in) AS tokens_in,
+       SUM(tokens_out) AS tokens_out,
+       TOTAL(cost_usd) AS cost_usd
+FROM llm_calls
+GROUP BY run_id, provider;
+
+-- Context folders, split into chunks of text for full-text search. `chunk` is the
+-- chunk's index within its file.
+CREATE VIRTUAL TABLE context_chunks USING fts5(
+  path, chunk UNINDEXED, text, tokenize = 'porter unicode61'
+);
+
+-- One row per indexed file, so that unchanged files (same size and mtime) are skipped.
+CREATE TABLE context_files (
+  path       TEXT PRIMARY KEY,
+  size       INTEGER NOT NULL,
+  mtime      INTEGER NOT NULL,  -- nanoseconds since the file clock's epoch
+  chunks     INTEGER NOT NULL,
+  indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+)sql";
+
 // Append-only: a released script is never edited; the next version is appended as a
 // new entry. kMigrations[i] takes a database from version i to version i + 1. Each
 // runs in a transaction with foreign keys enforced.
 constexpr const char* kMigrations[] = {
     kSchemaV1,
+    kSchemaV2,
 };
 
 constexpr int kLatest = static_cast<int>(std::size(kMigrations));

@@ -53,6 +53,9 @@ class SqliteStore final : public Store {
   Result<std::optional<std::string>> GetArtifact(int64_t candidate_id,
                                                  const std::string& kind) override;
 
+  Result<int64_t> RecordLlmCall(const LlmCallRecord& call) override;
+  Result<std::vector<LlmCallRecord>> ListLlmCalls(std::optional<int64_t> run_id) override;
+
   // Begin() opens BEGIN IMMEDIATE (plain BEGIN when read-only), so the write lock is
   // taken up front and waits up to the busy timeout. Rollback() with no transaction
   // open is a no-op, so error paths may call it unconditionally.

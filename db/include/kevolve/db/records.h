@@ -117,4 +117,25 @@ struct CandidateQuery {
   int limit = -1;
 };
 
+// One call to an LLM provider, whatever its outcome. Never holds an API key: the
+// prompt and response are the messages exchanged, nothing from the request headers.
+struct LlmCallRecord {
+  int64_t id = 0;
+  std::optional<int64_t> run_id;
+  std::optional<int64_t> candidate_id;  // the child it produced, if any
+  std::optional<int64_t> parent_id;     // the candidate the prompt was built from
+  std::string provider;                 // the configured provider's name
+  std::string model;
+  std::string op_name;                  // the operator: llm_rewrite | llm_diff | repair
+  std::string prompt;
+  std::string response;
+  int64_t tokens_in = 0;
+  int64_t tokens_out = 0;
+  double latency_s = 0;
+  double cost_usd = 0;
+  std::string outcome;                  // ok | rate_limited | timeout | ... | parse_error
+  std::string error;                    // one line; "" when ok
+  std::string created_at;               // filled by the store
+};
+
 }  // namespace kevolve::db

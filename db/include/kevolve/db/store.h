@@ -54,6 +54,11 @@ class Store {
   virtual Result<std::optional<std::string>> GetArtifact(int64_t candidate_id,
                                                           const std::string& kind) = 0;
 
+  // LLM calls, one row each (table llm_calls). ListLlmCalls returns them by id, all of
+  // them when run_id is empty.
+  virtual Result<int64_t> RecordLlmCall(const LlmCallRecord& call) = 0;
+  virtual Result<std::vector<LlmCallRecord>> ListLlmCalls(std::optional<int64_t> run_id) = 0;
+
   // Groups writes into one transaction (the engine commits a generation's bookkeeping
   // at once). Nested Begin() is an error.
   virtual Status Begin() = 0;

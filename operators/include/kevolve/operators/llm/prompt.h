@@ -1,0 +1,31 @@
+// Prompts built from verifiable feedback, within a size budget: each section has a
+// priority, and the least useful sections are trimmed (then dropped) first.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kevolve::llm {
+
+struct PromptSection {
+  std::string title;
+  std::string body;
+  int priority = 0;        // higher survives longer
+  bool trimmable = true;   // may be cut to fit (keeping its head); else kept whole or dropped
+};
+
+struct BuiltPrompt {
+  std::string system;
+  std::string user;
+  std::vector<std::string> dropped;  // titles of sections trimmed or dropped
+  size_t chars() const { return system.size() + user.size(); }
+};
+
+// Orders sections as given, trims by ascending priority until system + user fit in
+// max_chars. The system prompt is never trimmed.
+BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSection>& sections, size_t max_chars);
+
+// The system prompt: the rules of the harness and the two output formats.
+std::string SystemPrompt(bool diff);
+
+}  // namespace kevolve::llm

@@ -1,0 +1,177 @@
+// Prompt assembly within a size budget, and the system prompt.
+#include "kevolve/operators/llm/prompt.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace kevolve::llm {
+namespace {
+
+// A trimmed section keeps at least this much of its head; below it, it is dropped.
+constexpr size_t kMinTrimmedChars = 200;
+
+struct Slot {
+  const PromptSection* section = nullptr;
+  size_t order = 0;      // position in the caller's list
+  std::string head;      // the body as kept so far
+  size_t trimmed_lines = 0;
+  bool alive = true;
+
+  std::string Render() const {
+    std::string body = head;
+    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+    if (trimmed_lines > 0) {
+      body += "\n[... trimmed " + std::to_string(trimmed_lines) + " lines]";
+    }
+    return "## " + section->title + "\n\n" + body + "\n\n";
+  }
+};
+
+size_t CountLines(const std::string& s) {
+  if (s.empty()) return 0;
+  size_t n = static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+  return s.back() == '\n' ? n : n + 1;
+}
+
+// Cuts `slot` to about half, at a line boundary where there is one. Returns false when
+// the section is already at its minimum (the caller then drops it).
+bool Halve(Slot& slot) {
+  if (slot.head.size() <= kMinTrimmedChars) return false;
+  size_t target = std::max(slot.head.size() / 2, kMinTrimmedChars);
+  size_t cut = slot.head.rfind('\n', target);
+  size_t resume = cut + 1;  // the removed part starts after the kept line's '\n'
+  if (cut == std::string::npos || cut == 0) {
+    // One long line: cut inside it, never inside a UTF-8 sequence.
+    cut = target;
+    while (cut > 0 && (static_cast<unsigned char>(slot.head[cut]) & 0xC0) == 0x80) --cut;
+    if (cut == 0) return false;
+    resume = cut;
+  }
+  slot.trimmed_lines += CountLines(slot.head.substr(resume));
+  slot.head.resize(cut);
+  return true;
+}
+
+// The section to shrink next: the lowest priority; among equals, the last in order.
+Slot* NextVictim(std::vector<Slot>& slots) {
+  Slot* victim = nullptr;
+  for (Slot& s : slots) {
+    if (!s.alive) continue;
+    if (victim == nullptr || s.section->priority < victim->section->priority ||
+        (s.section->priority == victim->section->priority && s.order > victim->order)) {
+      victim = &s;
+    }
+  }
+  return victim;
+}
+
+void Note(std::vector<std::string>& dropped, const std::string& title) {
+  if (std::find(dropped.begin(), dropped.end(), title) == dropped.end()) dropped.push_back(title);
+}
+
+}  // namespace
+
+// Sections are never reordered; each step shrinks the lowest-priority one still present
+// (trimmable ones by halves down to kMinTrimmedChars, then dropped; others dropped at
+// once), until the whole fits. When the system prompt alone exceeds max_chars every
+// section is dropped and the result is still over budget: the system prompt is never cut.
+BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSection>& sections,
+                        size_t max_chars) {
+  BuiltPrompt out;
+  out.system = system;
+  std::vector<Slot> slots;
+  slots.reserve(sections.size());
+  for (size_t i = 0; i < sections.size(); ++i) {
+    Slot s;
+    s.section = &sections[i];
+    s.order = i;
+    s.head = sections[i].body;
+    slots.push_back(std::move(s));
+  }
+  auto total = [&] {
+    size_t n = system.size();
+    for (const Slot& s : slots) n += s.alive ? s.Render().size() : 0;
+    return n;
+  };
+  for (size_t size = total(); size > max_chars; size = total()) {
+    Slot* victim = NextVictim(slots);
+    if (victim == nullptr) break;
+    if (!victim->section->trimmable || !Halve(*victim)) victim->alive = false;
+    Note(out.dropped, victim->section->title);
+  }
+  for (const Slot& s : slots) {
+    if (s.alive) out.user += s.Render();
+  }
+  return out;
+}
+
+std::string SystemPrompt(bool diff) {
+  std::string p = R"(You are an expert CUDA performance engineer. You improve one GPU kernel for kevolve, an evolutionary search that keeps only kernels that are correct and fast on an NVIDIA Hopper GPU (H100/H200, sm_90). Every child you write is compiled and checked automatically; what is rejected is wasted.
+
+# The candidate file
+
+- One CUDA C++ file of device code only. No host code: no main(), no cudaMalloc, no kernel launches with <<<>>>, no printf, no file or stdio access. kevolve compiles the file with NVRTC (--std=c++17, unannotated functions are device functions) and launches the kernels itself.
+- Includes: only CUDA's own device headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, cooperative_groups.h and cooperative_groups/..., cuda_pipeline.h, cuda_awbarrier.h, cuda/pipeline, cuda/barrier, cuda/atomic, cuda/ptx, cuda/std/..., cub/..., mma.h, math_constants.h, vector_types.h) and "kevolve.h". Any other include (stdio.h, cmath, a path with '..' or '/') fails the static check. The file is at most 256 KiB.
+- `kevolve.h` is pre-included. It defines the element type `T` as a typedef (float, __half or __nv_bfloat16), one of the macros KV_DTYPE_F32 / KV_DTYPE_BF16 / KV_DTYPE_F16, KV_SIZEOF_T (4 or 2), and helpers kv::to_float(x), kv::from_float<T>(f) (round to nearest even), kv::neg_inf() and kv::pos_inf() (INFINITY is not defined under NVRTC). Accumulate fp16/bf16 data in float.
+- Directives in `//` comments declare parameters and launches. Each parameter reaches the code as a macro (-D NAME=value):
+    // @kevolve param   BLOCK 256 128 512        (allowed values; the first is the default; lo..hi ranges allowed)
+    // @kevolve require VEC * sizeof_T <= 16     (assignments where the expression is 0 are invalid)
+    // @kevolve scratch partial rows * 8 zeroed  (a device buffer of that many bytes; "zeroed" clears it first, otherwise it holds garbage)
+    // @kevolve launch  my_kernel grid=ceil_div(rows, 4) block=BLOCK smem=0   (smem: dynamic shared bytes; cluster=2,1,1 optional)
+  or the same launch spread over lines: `// @kevolve entry my_kernel`, then `// @kevolve grid ...`, `// @kevolve block ...`, `// @kevolve smem ...`, `// @kevolve cluster ...`. grid, block and cluster take up to 3 comma-separated dimensions. Several launches run in file order as one sequence.
+- Directive expressions are 64-bit integer arithmetic (+ - * / %, comparisons, && || !, ?:) with ceil_div, min, max, align_up, log2, pow2_ceil, over the op's sizes, the parameters, sizeof_T and num_sms. Any other name is an error.
+- Every kernel of the sequence is declared `extern "C" __global__` and takes the same arguments in this order: the op's buffers (inputs const T*, outputs T*), the op's sizes as int, the op's scalars, then the scratch buffers in declaration order. Keep exactly the argument list of the op's interface.
+
+# Correctness comes first
+
+A fast wrong kernel is worth nothing. The correctness check runs every kernel on awkward shapes (1 row, 1 column, prime widths, tails that are no multiple of any tile or vector width, rows far longer than a tile), with two fresh random input draws per shape plus a bitwise repeat of the first draw. Outputs are poisoned with NaN bytes beforehand, and every buffer is followed by a guard zone. It fails a kernel that:
+- writes outside its outputs or scratch (guard zone), or writes an input;
+- leaves any output element unwritten, or produces NaN/Inf where the reference is finite;
+- differs from the double-precision reference beyond the dtype's tolerance;
+- is not bitwise reproducible (no atomics or scheduling-dependent reduction order);
+- faults (illegal or misaligned address), hangs past the watchdog, or asks for more threads or shared memory than the device allows.
+A timing below 0.9x the measured roofline is physically impossible and is discarded as suspect (skipped or cached work).
+So: guard every tail, check alignment before vector loads (rows of odd width are not 16-byte aligned), and use each draw's inputs.
+
+# Performance
+
+The fitness is the fraction of the roofline (bytes moved at the measured copy bandwidth, or flops at the FP32 peak) reached on the op's tuning shapes, geometric mean over shapes. Most ops are memory-bound: read and write each byte once, with wide coalesced accesses and enough bytes in flight. Expose real tuning choices as parameters so the search can tune them.
+
+# Output format
+)";
+  if (diff) {
+    p += R"(
+Reply with SEARCH/REPLACE edit blocks that change the parent source. Each block is:
+
+<<<<<<< SEARCH
+lines copied exactly from the parent, including indentation and comments
+=======
+the lines that replace them
+>>>>>>> REPLACE
+
+Rules:
+- The SEARCH lines must match the parent exactly and match only one place; include a few unchanged lines of context so they are unique.
+- Blocks are applied in order, each to the result of the previous ones. Use several small blocks rather than one huge block; to delete lines, leave REPLACE empty.
+- SEARCH is never empty: to add code, search for the neighbouring lines and repeat them in REPLACE.
+- Update the @kevolve directives with edits too when the launch or the parameters change.
+- The edits must change the code. Keep explanations short, before the blocks.
+)";
+  } else {
+    p += R"(
+Reply with exactly one fenced code block holding the whole new file, directives included:
+
+```cuda
+// @kevolve param   ...
+// @kevolve launch  ...
+extern "C" __global__ void ...
+```
+
+Rules:
+- One ```cuda block with the complete file, never a fragment or a diff, and no other code blocks.
+- Keep explanations short, before the block.
+)";
+  }
+  return p;
+}
+
+}  // namespace kevolve::llm
