@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "kevolve/core/paths.h"
 #include "kevolve/engine/export.h"
+#include "kevolve/engine/llm_breeder.h"
 #include "kevolve/engine/run_config.h"
 #include "kevolve/engine/search.h"
 #include "kevolve/evaluators/cuda_driver.h"
@@ -24,7 +25,10 @@ namespace kevolve::cli {
 namespace {
 
 struct RunArgs {
-  std::string op, dtype, db = "kevolve.db", config, time, timer;
+  std::string op, dtype, db = "kevolve.db", config, time, timer, llm_config;
+  std::vector<std::string> context_dirs;
+  double max_cost = 0;
+  int llm_in_flight = 8;
   int gens = -1, population = -1, islands = -1, top = 3;
   int64_t seed = -1, resume = 0;
   double target = -1;
@@ -136,6 +140,31 @@ int Run(CLI::App& app, RunArgs a) {
   SteadyClock clock;
   Search search(*op, *dtype, cfg, store.get(), &evaluator, &clock);
 
+  // LLM operators: on when a provider is configured, else one line says how.
+  std::string llm_path = a.llm_config.empty() ? (fs::path(FindProjectRoot()) / "configs" / "llm.json").string() : a.llm_config;
+  auto providers = LoadProviders(llm_path);
+  if (!providers.ok()) { PrintError(providers.error()); return kExitUsage; }
+  std::unique_ptr<LlmBreeder> llm;
+  std::unique_ptr<db::ContextIndex> index;
+  if (providers->empty()) {
+    std::fprintf(stderr, "kevolve: LLM operators off (no provider in %s): param_tweak and crossover only. To enable, "
+                         "copy configs/llm.example.json to configs/llm.json and configure a provider.\n", llm_path.c_str());
+  } else {
+    size_t n = providers->size();
+    llm = std::make_unique<LlmBreeder>(*op, *dtype, std::move(*providers), a.max_cost, compiler, (*pipe)->arch(),
+                                       llm::MutatorOptions{}, a.llm_in_flight);
+    if (auto ix = db::ContextIndex::Open(a.db); ix.ok()) {
+      index = std::move(*ix);
+      std::vector<std::string> dirs = {(fs::path(FindProjectRoot()) / "context").string()};
+      dirs.insert(dirs.end(), a.context_dirs.begin(), a.context_dirs.end());
+      for (const auto& d : dirs)
+        if (auto r = index->IndexFolder(d); !r.ok()) PrintError("context: " + r.error());
+    }
+    search.EnableLlm(llm.get(), index.get());
+    std::fprintf(stderr, "kevolve: LLM operators on: %zu provider(s) from %s%s\n", n, llm_path.c_str(),
+                 a.max_cost > 0 ? (", budget $" + std::to_string(a.max_cost)).c_str() : "");
+  }
+
   std::signal(SIGINT, OnSigint);
   std::fprintf(stderr, "kevolve: %s %s on %zu GPU(s), %d generations of %d, %d islands, seed %llu, db %s%s\n",
                op->name.c_str(), DTypeName(*dtype), (*pool)->Devices().size(), cfg.generations, cfg.population,
@@ -147,6 +176,7 @@ int Run(CLI::App& app, RunArgs a) {
   });
   std::signal(SIGINT, SIG_DFL);
   if (!result.ok()) { PrintError(result.error()); return kExitFailed; }
+  if (llm) std::printf("LLM spend: $%.4f\n", llm->spent());
   std::printf("run %lld: %s after %d generations, %lld candidates evaluated\n", static_cast<long long>(result->run_id),
               result->stop_reason.c_str(), result->generations_done, static_cast<long long>(result->evaluated));
   PrintSummary(*store, result->run_id, a.top);
@@ -185,6 +215,10 @@ Handler AddRunOptions(CLI::App& app) {
   app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
   app.add_option("--top", a->top, "Survivors to summarise and export (default 3)");
   app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
+  app.add_option("--llm-config", a->llm_config, "LLM providers (default: configs/llm.json; absent = LLM operators off)");
+  app.add_option("--max-cost", a->max_cost, "Stop LLM calls once this many USD are spent");
+  app.add_option("--context-dir", a->context_dirs, "More folders for the LLM prompts' snippets (repeatable)");
+  app.add_option("--llm-in-flight", a->llm_in_flight, "Concurrent LLM calls (default 8)");
   app.add_flag("--profile", a->profile, "Add Nsight Compute reports to the export");
   return [a, &app] { return Run(app, *a); };
 }

@@ -17,6 +17,7 @@ Handler AddEvalCommand(CLI::App& app);
 Handler AddWorkerCommand(CLI::App& app);
 Handler AddDevicesCommand(CLI::App& app);
 Handler AddExportCommand(CLI::App& app);
+Handler AddMutateCommand(CLI::App& app);
 // The main job: options on the top-level app itself (kevolve --op softmax --gens 50).
 Handler AddRunOptions(CLI::App& app);
 

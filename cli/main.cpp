@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   add(AddWorkerCommand);
   add(AddDevicesCommand);
   add(AddExportCommand);
+  add(AddMutateCommand);
 
   try {
     app.parse(argc, argv);

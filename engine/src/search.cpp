@@ -127,8 +127,10 @@ std::vector<Search::Proposal2> Search::SeedProposals(std::mt19937_64& rng) {
 std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
   std::vector<Proposal2> out;
   std::vector<std::pair<std::string, double>> mix(cfg_.operator_mix.begin(), cfg_.operator_mix.end());
+  bool llm_on = llm_ && llm_->available();
+  auto is_llm = [](const std::string& n) { return n == "llm_rewrite" || n == "llm_diff"; };
   std::vector<double> weights;
-  for (const auto& [name, w] : mix) weights.push_back(MakeOperator(name) ? w : 0.0);
+  for (const auto& [name, w] : mix) weights.push_back(MakeOperator(name) || (llm_on && is_llm(name)) ? w : 0.0);
   double total = 0;
   for (double w : weights) total += w;
   if (total <= 0) return out;
@@ -162,7 +164,16 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
       }
     }
   }
-  for (int c = static_cast<int>(out.size()); c < cfg_.population; ++c) {
+  std::vector<LlmRequest> llm_reqs;
+  std::vector<int> llm_islands;
+  if (llm_on) {  // one correctness-repair attempt per failed LLM child (a few per generation)
+    for (size_t k = 0; k < pending_repairs_.size() && k < 2; ++k) {
+      llm_reqs.push_back(pending_repairs_[k]);
+      llm_islands.push_back(static_cast<int>(k) % cfg_.islands);
+    }
+  }
+  pending_repairs_.clear();
+  for (int c = static_cast<int>(out.size() + llm_reqs.size()); c < cfg_.population; ++c) {
     int island = c % cfg_.islands;
     const Member* parent = std::uniform_real_distribution<double>(0, 1)(rng) < 0.8
                                ? archive_.Tournament(island, 3, rng)
@@ -170,6 +181,12 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
     if (!parent) parent = archive_.RandomCell(rng);
     if (!parent) break;
     std::string name = mix[pick_op(rng)].first;
+    if (is_llm(name)) {
+      ParentRef ref{parent->source->name, parent->source->text, parent->params, parent->id};
+      llm_reqs.push_back({ref, name, "", ""});
+      llm_islands.push_back(parent->island);
+      continue;
+    }
     std::unique_ptr<Operator> op = MakeOperator(name);
     Result<Proposal> p = Status::Error("none");
     if (op->arity() == 2) {
@@ -181,7 +198,34 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
     if (!p.ok()) p = tweak.Apply({view(*parent)}, rng);  // e.g. no crossover partner yet
     if (p.ok()) add(*p, parent->island);
   }
+  if (!llm_reqs.empty()) {
+    std::vector<LlmChild> kids = llm_->Run(llm_reqs, store_, index_, run_id_, rng);
+    for (size_t k = 0; k < kids.size(); ++k) {
+      PendingCalls pc{"", kids[k]};
+      if (kids[k].outcome.ok) {
+        auto src = Intern(kids[k].name, kids[k].outcome.child_source);
+        if (src) {
+          Assignment a = src->DefaultAssignment();
+          std::vector<int64_t> parents;
+          if (kids[k].request.parent.id) parents.push_back(*kids[k].request.parent.id);
+          out.push_back({src, a, parents, kids[k].request.op_name, llm_islands[k], ""});
+          pc.hash = eval_->Hash(*src, a);
+        }
+      }
+      pending_calls_.push_back(std::move(pc));
+    }
+  }
   return out;
+}
+
+void Search::RecordLlmCalls(int64_t run_id) {
+  for (const auto& pc : pending_calls_) {
+    std::optional<int64_t> child;
+    if (!pc.hash.empty())
+      if (auto c = store_->FindCandidate(pc.hash); c.ok() && *c) child = (*c)->id;
+    RecordCalls(*store_, pc.child.outcome, run_id, pc.child.request.parent.id, child);
+  }
+  pending_calls_.clear();
 }
 
 Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>* interrupt,
@@ -208,6 +252,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   }
   run.status = "running";
   if (Status s = store_->UpdateRun(run); !s.ok()) return s;
+  run_id_ = run.id;
 
   SearchResult result;
   result.run_id = run.id;
@@ -275,11 +320,22 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
       ++evaluated_total;
       ++source_evaluations_[todo[i].source->text];
       std::string st = l.status();
+      bool llm_child = todo[i].op_name == "llm_rewrite" || todo[i].op_name == "llm_diff";
+      if (llm_child && st == "failed_correctness") {
+        const RungResult* corr = l.Find("correctness");
+        LlmRequest rr;
+        rr.parent = {todo[i].source->name, todo[i].source->text, todo[i].params, *id};
+        rr.op_name = "repair";
+        rr.repair_source = todo[i].source->text;
+        rr.repair_report = corr ? corr->log + "\n" + corr->metrics.dump() : st;
+        pending_repairs_.push_back(std::move(rr));
+      }
       if (st == "ok" && l.fitness)
         archive_.Add(ToMember(*id, todo[i].source, todo[i].params, l.fitness->fitness, todo[i].island, g, l.Features()));
       else
         ++rep.failures[st];
     }
+    if (!pending_calls_.empty()) RecordLlmCalls(run.id);
     if (interrupt && interrupt->load()) {
       result.stop_reason = "interrupted";
       break;

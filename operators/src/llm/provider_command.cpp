@@ -41,12 +41,15 @@ using Clock = std::chrono::steady_clock;
 class Fd {
  public:
   Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
   ~Fd() { Close(); }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
   bool open() const { return fd_ >= 0; }
+  void Reset(int fd) {
+    Close();
+    fd_ = fd;
+  }
   void Close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
@@ -61,8 +64,8 @@ class Fd {
 bool MakePipe(Fd* read_end, Fd* write_end) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return false;
-  *read_end = Fd(fds[0]);
-  *write_end = Fd(fds[1]);
+  read_end->Reset(fds[0]);
+  write_end->Reset(fds[1]);
   return true;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,9 +37,11 @@ std::unique_ptr<Backend> MakeCommandBackend(const ProviderConfig& cfg);
 // Fails when replay_dir cannot be listed or holds no response files.
 Result<std::unique_ptr<Backend>> MakeReplayBackend(const ProviderConfig& cfg);
 
-// The kinds MakeProvider accepts, and the checks both it and the config loader apply
-// (kind, per-kind required fields, ranges). Messages name the provider and the field.
-const std::vector<std::string>& ProviderKinds();
+// The checks both MakeProvider and the config loader apply (kind, per-kind required
+// fields, ranges): `error(field, what)` is called once per problem found.
+void CheckProviderConfig(const ProviderConfig& cfg,
+                         const std::function<void(const std::string& field, const std::string& what)>& error);
+// The same as one Status: "provider 'NAME': field 'F': WHAT", one line per problem.
 Status ValidateProviderConfig(const ProviderConfig& cfg);
 
 // The key named by cfg.api_key_env, read now; "" when unset or api_key_env is "".

@@ -254,7 +254,7 @@ std::string Ambiguous(size_t n, const std::string& what, std::string_view search
 
 // Applies one edit to `text`, or says why it does not apply.
 Result<std::string> ApplyOne(const std::string& text, const EditBlock& edit) {
-  if (Trim(edit.search).empty()) {
+  if (edit.search.find_first_not_of(" \t\r\n\f\v") == std::string::npos) {
     return Status::Error("its SEARCH section is empty (to add code, SEARCH for the lines "
                          "next to it and repeat them in REPLACE)");
   }

@@ -27,6 +27,8 @@ struct Snippet {
 };
 
 class ContextIndex {
+  struct Key {};  // only Open constructs
+
  public:
   // Chunks aim at this many characters; a heading starts a new chunk once the current
   // one holds at least kMinChunkChars.
@@ -59,8 +61,11 @@ class ContextIndex {
   // .rst files) stay with the text below them. Exposed for tests.
   static std::vector<std::string> Chunk(const std::string& text, bool markdown);
 
+  ContextIndex(Key, std::unique_ptr<Connection> conn);
+
  private:
-  explicit ContextIndex(std::unique_ptr<Connection> conn);
+  // Deletes a file's chunks and its context_files row.
+  Status RemoveFile(const std::string& path);
 
   std::unique_ptr<Connection> conn_;
 };

@@ -20,6 +20,7 @@
 #include "kevolve/db/store.h"
 #include "kevolve/engine/archive.h"
 #include "kevolve/engine/evaluator.h"
+#include "kevolve/engine/llm_breeder.h"
 #include "kevolve/engine/run_config.h"
 #include "kevolve/operators/operator.h"
 
@@ -69,6 +70,13 @@ class Search {
 
   const Archive& archive() const { return archive_; }
 
+  // Turns on the llm_rewrite / llm_diff operators of the operator mix (and correctness
+  // repairs of their children). `index` may be null. Without this they are skipped.
+  void EnableLlm(LlmBreeder* llm, db::ContextIndex* index) {
+    llm_ = llm;
+    index_ = index;
+  }
+
  private:
   struct Proposal2 {
     std::shared_ptr<const CandidateSource> source;
@@ -85,6 +93,12 @@ class Search {
   Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
                   int island, int generation, const nlohmann::json& features) const;
   Status Replay(int64_t run_id, int generations_done);
+  // LLM children of this generation, waiting for their candidate ids to record calls.
+  struct PendingCalls {
+    std::string hash;  // "" when the mutation gave no child
+    LlmChild child;
+  };
+  void RecordLlmCalls(int64_t run_id);
 
   OpSpec op_;
   DType dtype_;
@@ -97,6 +111,11 @@ class Search {
   std::map<std::string, std::shared_ptr<const CandidateSource>> sources_;  // by text
   std::map<std::string, int> source_evaluations_;                          // by text
   Env constants_;
+  LlmBreeder* llm_ = nullptr;
+  db::ContextIndex* index_ = nullptr;
+  std::optional<int64_t> run_id_;
+  std::vector<PendingCalls> pending_calls_;
+  std::vector<LlmRequest> pending_repairs_;  // LLM children that failed correctness
 };
 
 // One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2

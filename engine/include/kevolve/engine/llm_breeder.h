@@ -1,0 +1,67 @@
+// LLM children for the search loop: llm_rewrite / llm_diff mutations of chosen parents
+// and one correctness-repair attempt for LLM children that failed the correctness rung.
+// Calls run concurrently (at most max_in_flight at once), each with its compile repair
+// loop on the CPU. Providers form a weighted ensemble; one whose circuit breaker opened
+// is skipped; --max-cost stops all calls.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kevolve/core/op_spec.h"
+#include "kevolve/db/context_index.h"
+#include "kevolve/db/store.h"
+#include "kevolve/engine/llm_context.h"
+#include "kevolve/evaluators/compiler.h"
+#include "kevolve/operators/llm/mutator.h"
+
+namespace kevolve {
+
+struct LlmRequest {
+  ParentRef parent;
+  std::string op_name;          // llm_rewrite | llm_diff | repair
+  std::string repair_report;    // for repair: the failed correctness rung
+  std::string repair_source;    // for repair: the child to fix
+};
+
+struct LlmChild {
+  LlmRequest request;
+  llm::MutationOutcome outcome;
+  std::string name;             // a file name for the child ("llm-<hash>.cu")
+};
+
+class LlmBreeder {
+ public:
+  LlmBreeder(const OpSpec& op, DType dtype, std::vector<std::unique_ptr<llm::Provider>> providers,
+             double max_cost_usd, std::shared_ptr<Compiler> compiler, std::string arch, llm::MutatorOptions options,
+             int max_in_flight);
+
+  // False once every provider is broken or the budget is spent.
+  bool available() const;
+  double spent() const { return meter_.spent(); }
+
+  // Runs every request; `store` and `index` (may be null) feed the prompts. Deterministic
+  // provider choice given `rng`; the calls themselves run concurrently.
+  std::vector<LlmChild> Run(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
+                            std::optional<int64_t> run_id, std::mt19937_64& rng);
+
+ private:
+  std::string CompileLog(const std::string& name, const std::string& source) const;
+  OpSpec op_;
+  DType dtype_;
+  std::vector<std::unique_ptr<llm::Provider>> providers_;
+  mutable llm::CostMeter meter_;
+  std::shared_ptr<Compiler> compiler_;
+  std::string arch_;
+  llm::MutatorOptions options_;
+  int max_in_flight_;
+};
+
+// Loads the providers of `config_path` with a weight above 0 (none when the file does not
+// exist). Errors name the file and field.
+Result<std::vector<std::unique_ptr<llm::Provider>>> LoadProviders(const std::string& config_path);
+
+}  // namespace kevolve

@@ -1,0 +1,103 @@
+#include "kevolve/engine/llm_breeder.h"
+
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "kevolve/core/hash.h"
+#include "kevolve/evaluators/rungs.h"
+
+namespace kevolve {
+
+LlmBreeder::LlmBreeder(const OpSpec& op, DType dtype, std::vector<std::unique_ptr<llm::Provider>> providers,
+                       double max_cost_usd, std::shared_ptr<Compiler> compiler, std::string arch,
+                       llm::MutatorOptions options, int max_in_flight)
+    : op_(op),
+      dtype_(dtype),
+      providers_(std::move(providers)),
+      meter_(max_cost_usd),
+      compiler_(std::move(compiler)),
+      arch_(std::move(arch)),
+      options_(options),
+      max_in_flight_(std::max(1, max_in_flight)) {}
+
+bool LlmBreeder::available() const {
+  if (!meter_.Allow()) return false;
+  for (const auto& p : providers_)
+    if (!p->broken()) return true;
+  return false;
+}
+
+std::string LlmBreeder::CompileLog(const std::string& name, const std::string& source) const {
+  CandidateSource parsed;
+  auto p0 = CandidateSource::Parse(source, name);
+  Assignment params = p0.ok() ? p0->DefaultAssignment() : Assignment{};
+  RungResult s = StaticRung(op_, dtype_, name, source, params, &parsed);
+  if (!s.ok) return s.log;
+  CompileResult c = compiler_->Compile(MakeCompileRequest(parsed, params, dtype_, arch_));
+  return c.ok ? "" : c.log;
+}
+
+std::vector<LlmChild> LlmBreeder::Run(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
+                                      std::optional<int64_t> run_id, std::mt19937_64& rng) {
+  std::vector<LlmChild> out(reqs.size());
+  // Prompts are built here, on the caller's thread: the store is single-threaded.
+  std::vector<llm::MutationContext> ctx;
+  std::vector<llm::Provider*> chosen;
+  std::vector<double> weights;
+  for (const auto& p : providers_) weights.push_back(p->broken() ? 0.0 : p->config().weight);
+  double total = 0;
+  for (double w : weights) total += w;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    out[i].request = reqs[i];
+    ctx.push_back(BuildMutationContext(op_, dtype_, reqs[i].parent, store, index, run_id));
+    llm::Provider* p = nullptr;
+    if (total > 0) p = providers_[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)].get();
+    chosen.push_back(p);
+  }
+  std::mutex mu;  // guards `next`
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next >= reqs.size()) return;
+        i = next++;
+      }
+      if (!chosen[i]) {
+        out[i].outcome.error = "no LLM provider available";
+        continue;
+      }
+      llm::Mutator m(chosen[i], &meter_, options_);
+      const LlmRequest& r = reqs[i];
+      std::string name = "llm-" + std::to_string(i) + ".cu";
+      auto check = [&](const std::string& src) { return CompileLog(name, src); };
+      out[i].outcome = r.op_name == "repair" ? m.RepairCorrectness(ctx[i], r.repair_source, r.repair_report, check)
+                                             : m.Mutate(ctx[i], r.op_name == "llm_diff", check);
+      if (out[i].outcome.ok) out[i].name = "llm-" + Sha256Hex(out[i].outcome.child_source).substr(0, 10) + ".cu";
+    }
+  };
+  std::vector<std::future<void>> pool;
+  for (int t = 0; t < max_in_flight_ && t < static_cast<int>(reqs.size()); ++t)
+    pool.push_back(std::async(std::launch::async, worker));
+  for (auto& f : pool) f.get();
+  return out;
+}
+
+Result<std::vector<std::unique_ptr<llm::Provider>>> LoadProviders(const std::string& config_path) {
+  std::vector<std::unique_ptr<llm::Provider>> out;
+  if (config_path.empty() || !std::filesystem::exists(config_path)) return out;
+  auto cfgs = llm::LoadProviderConfigs(config_path);
+  if (!cfgs.ok()) return cfgs.status();
+  std::shared_ptr<llm::HttpTransport> transport = llm::MakeCurlTransport();
+  for (const auto& c : *cfgs) {
+    if (c.weight <= 0) continue;
+    auto p = llm::MakeProvider(c, transport);
+    if (!p.ok()) return Status::Error(config_path + ": provider " + c.name + ": " + p.error());
+    out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+}  // namespace kevolve
