@@ -147,6 +147,15 @@ int Run(const CompileArgs& a) {
     if (parsed.ok()) first = parsed->DefaultAssignment();
     auto over = ApplyOverrides(first, a.params);
     if (!over.ok()) { PrintError(over.error()); return kExitUsage; }
+    if (parsed.ok()) {
+      for (const auto& [k, v] : *over) {
+        (void)v;
+        if (!parsed->FindParam(k)) {
+          PrintError("--param " + k + ": " + base.name + " has no parameter '" + k + "'");
+          return kExitUsage;
+        }
+      }
+    }
     std::vector<Assignment> list = {*over};
     if (parsed.ok() && a.variants > 1) list = Variants(*parsed, *over, a.variants, *dtype, a.seed);
     for (const auto& asg : list) {

@@ -14,7 +14,8 @@ namespace {
 Result<std::unique_ptr<db::Store>> OpenExisting(const std::string& path) {
   if (!std::filesystem::exists(path))
     return Status::Error("no database at '" + path + "' (give one with --db)");
-  return db::OpenSqliteStore(path, {.read_only = true});
+  // Read-write so that an older schema is migrated; WAL lets a running search go on.
+  return db::OpenSqliteStore(path);
 }
 
 struct RunsArgs {
@@ -52,12 +53,24 @@ int Show(const ShowArgs& a) {
               c->op.c_str(), c->dtype.c_str(), c->arch.c_str(), c->status.c_str(), c->op_name.c_str(), c->generation);
   std::printf("  source: %s  params: %s\n", src.ok() ? src->name.c_str() : "?", c->params.dump().c_str());
   if (c->fitness) std::printf("  fitness: %.4f\n", *c->fitness);
+  if (c->run_id) std::printf("  run: %lld  island: %d\n", static_cast<long long>(*c->run_id), c->island);
+  std::string parents;
+  for (int64_t p : c->parents) parents += (parents.empty() ? "" : ", ") + std::to_string(p);
+  std::printf("  parents: %s\n", parents.empty() ? "none" : parents.c_str());
   auto rungs = (*store)->GetRungs(a.id);
   if (rungs.ok()) {
     for (const auto& r : *rungs) {
-      RungResult rr{r.name, r.ok, "", r.metrics, r.log, r.duration_ms};
+      RungResult rr{r.name, r.ok, r.metrics.value("reason", ""), r.metrics, r.log, r.duration_ms};
+      rr.metrics.erase("reason");
       std::printf("  %s\n", FormatRung(rr).c_str());
     }
+  }
+  auto timings = (*store)->GetTimings(a.id);
+  if (timings.ok() && !timings->empty()) {
+    std::printf("  %-14s %10s %10s %10s %5s %8s\n", "shape", "median_us", "p10_us", "p90_us", "n", "fraction");
+    for (const auto& t : *timings)
+      std::printf("  %-14s %10.2f %10.2f %10.2f %5lld %8.3f\n", t.shape.c_str(), t.median_us, t.p10_us, t.p90_us,
+                  static_cast<long long>(t.n), t.fraction);
   }
   if (a.source && src.ok()) std::printf("\n%s\n", src->text.c_str());
   return kExitOk;

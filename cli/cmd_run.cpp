@@ -71,7 +71,9 @@ void PrintSummary(db::Store& store, int64_t run_id, int top) {
     for (const auto& c : *all) {
       if (c.op_name != "seed" || shown.count(c.source_id)) continue;
       shown.insert(c.source_id);  // the first sample of each seed is its default assignment
-      row(c, std::string("seed default (") + c.status + ")");
+      bool listed = false;
+      for (int i = 0; i < top && i < static_cast<int>(best->size()); ++i) listed = listed || (*best)[i].id == c.id;
+      row(c, std::string("seed default (") + c.status + (listed ? ", also listed above" : "") + ")");
     }
   }
 }
@@ -177,8 +179,9 @@ int Run(CLI::App& app, RunArgs a) {
   std::signal(SIGINT, SIG_DFL);
   if (!result.ok()) { PrintError(result.error()); return kExitFailed; }
   if (llm) std::printf("LLM spend: $%.4f\n", llm->spent());
-  std::printf("run %lld: %s after %d generations, %lld candidates evaluated\n", static_cast<long long>(result->run_id),
-              result->stop_reason.c_str(), result->generations_done, static_cast<long long>(result->evaluated));
+  std::printf("run %lld stopped (%s): %d generations done, %lld candidates evaluated\n",
+              static_cast<long long>(result->run_id), result->stop_reason.c_str(), result->generations_done,
+              static_cast<long long>(result->evaluated));
   PrintSummary(*store, result->run_id, a.top);
   if (result->stop_reason == "interrupted") {
     std::printf("\nresume with: kevolve --resume %lld --db %s\n", static_cast<long long>(result->run_id), a.db.c_str());
@@ -203,17 +206,17 @@ Handler AddRunOptions(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   app.add_option("--op", a->op, "Op to search kernels for (see 'kevolve ops')");
   app.add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
-  app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)");
+  app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)")->check(CLI::NonNegativeNumber);
   app.add_option("--time", a->time, "Stop after this long: 90s, 30m, 2h, 1h30m");
   app.add_option("--target", a->target, "Stop once the best fitness (roofline fraction) reaches this");
   app.add_option("--db", a->db, "Candidate database (default: kevolve.db)");
-  app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)");
-  app.add_option("--population", a->population, "Children per generation (default: configs/run.json)");
-  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)");
+  app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)")->check(CLI::NonNegativeNumber);
+  app.add_option("--population", a->population, "Children per generation (default: configs/run.json)")->check(CLI::PositiveNumber);
+  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)")->check(CLI::PositiveNumber);
   app.add_option("--timer", a->timer, "events or cupti");
   app.add_option("--config", a->config, "Run configuration file (default: configs/run.json)");
   app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
-  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)");
+  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::PositiveNumber);
   app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
   app.add_option("--llm-config", a->llm_config, "LLM providers (default: configs/llm.json; absent = LLM operators off)");
   app.add_option("--max-cost", a->max_cost, "Stop LLM calls once this many USD are spent");

@@ -223,6 +223,24 @@ TEST_CASE("indexing a missing folder is an error", "[context]") {
   CHECK_THAT(added.error(), Catch::Contains("nope"));
 }
 
+TEST_CASE("the project's own context notes are indexed and found", "[context]") {
+  Scratch tmp("context-notes");
+  auto index = OpenIndex((tmp.dir() / "kevolve.db").string());
+  CHECK(Index(*index, kevolve::testing::SourceRoot() / "context") >= 10);
+  struct Case {
+    std::string query, file;
+  };
+  for (const Case& c : {Case{"online softmax running maximum rescale", "cuda_hopper_guidance.md"},
+                        Case{"poison unwritten guard zone", "harness_rules.md"},
+                        Case{"scratch zeroed directive", "candidate_format.md"}}) {
+    std::vector<Snippet> hits = Find(*index, c.query, 3);
+    INFO(c.query);
+    REQUIRE_FALSE(hits.empty());
+    CHECK(fs::path(hits[0].path).filename() == c.file);
+    for (const Snippet& h : hits) CHECK(h.text.size() <= ContextIndex::kChunkChars);
+  }
+}
+
 TEST_CASE("LLM calls round-trip through the store", "[db]") {
   Scratch tmp("llm-calls");
   std::string path = (tmp.dir() / "kevolve.db").string();

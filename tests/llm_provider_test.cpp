@@ -201,6 +201,17 @@ TEST_CASE("500 then success is retried once", "[llm]") {
   CHECK(clock.Sleeps() == std::vector<double>{1.5});
 }
 
+TEST_CASE("an error object in a 200 body (OpenRouter style) is retried by its code", "[llm]") {
+  LlmMockServer server;
+  server.Push({200, R"({"error":{"message":"upstream overloaded","code":503}})", {{"Retry-After", "2"}}});
+  server.Push({200, OpenAiBody("second try")});
+  FakeClock clock;
+  Reply r = Make(OpenAi(server), clock.Env())->Complete(kMessages);
+  REQUIRE(r.ok());
+  CHECK(r.attempts == 2);
+  CHECK(clock.Sleeps() == std::vector<double>{1.5});  // Retry-After is read on HTTP errors only
+}
+
 TEST_CASE("a client error other than 429 is not retried", "[llm]") {
   LlmMockServer server;
   server.Push({400, R"({"error":{"message":"max_tokens too large"}})"});
@@ -422,7 +433,7 @@ TEST_CASE("command: large prompts neither deadlock nor kill us", "[llm]") {
   std::vector<Message> big = {{"user", std::string(3u << 20, 'x')}};
   Reply echo = Make(CommandConfig("cat"))->Complete(big);
   REQUIRE(echo.ok());
-  CHECK(echo.text.size() == (3u << 20) + 9);  // "### user\n" + body + "\n"
+  CHECK(echo.text.size() == (3u << 20) + 10);  // "### user\n" + body + "\n"
   // A command that never reads stdin: our writes hit EPIPE, not SIGPIPE.
   Reply early = Make(CommandConfig("printf early"))->Complete(big);
   INFO(early.error);

@@ -2,6 +2,7 @@
 // noise, SEARCH/REPLACE edits with whitespace drift, and every way a reply can fail.
 #include <catch2/catch.hpp>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,7 @@ TEST_CASE("ExtractCodeBlock prefers the longest kernel block, then the longest b
 }
 
 TEST_CASE("a reply with no code is an error, never a crash", "[llm]") {
-  for (const std::string reply :
+  for (const std::string& reply :
        {std::string(), std::string("I can't help with that."),
         std::string("```python\nprint('__global__')\n```\n"), std::string("```\n```\n"),
         std::string("````"), std::string("```cuda"), std::string("\n\n\n"),
@@ -277,6 +278,31 @@ TEST_CASE("ParseReply chooses edits or a rewrite", "[llm]") {
     parsed = ParseReply("<<<<<<< SEARCH\n  int r = blockIdx.x;\n=======\n  int", kParent, true);
     REQUIRE_FALSE(parsed.ok());
     CHECK_THAT(parsed.error(), Catch::StartsWith("no usable code in the reply") && Catch::Contains("truncated"));
+  }
+}
+
+TEST_CASE("random mixtures of fences, markers and code never crash", "[llm]") {
+  const std::vector<std::string> pieces = {
+      "```", "```cuda", "```python", "````", "<<<<<<< SEARCH", "<<<<< SEARCH", "=======", "=====",
+      ">>>>>>> REPLACE", ">>>>>>>>> REPLACE", "  int r = blockIdx.x;", "}", "", "   ", "\r",
+      "__global__ void k() {}", "// @kevolve launch k grid=1 block=1", "text", "\xff\xfe", "`"};
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string reply;
+    int n = static_cast<int>(rng() % 16);
+    for (int i = 0; i < n; ++i) {
+      reply += pieces[rng() % pieces.size()];
+      if (rng() % 4 != 0) reply += "\n";
+    }
+    INFO(reply);
+    for (bool diff : {false, true}) {
+      Result<ParsedReply> parsed = ParseReply(reply, kParent, diff);
+      if (!parsed.ok()) {
+        CHECK(parsed.error().find('\n') == std::string::npos);
+      } else {
+        CHECK_FALSE(parsed->source.empty());
+      }
+    }
   }
 }
 

@@ -22,7 +22,8 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {}
 // Fitness peaks at A=6, B=3, C=2 (1.0); C=0 fails correctness.
 class LandscapeEvaluator : public CandidateEvaluator {
  public:
-  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel) override {
+  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel,
+                               const std::function<void(size_t, Ladder&)>& on_done) override {
     std::vector<Ladder> out;
     for (const auto& c : in) {
       Ladder l;
@@ -48,6 +49,8 @@ class LandscapeEvaluator : public CandidateEvaluator {
       }
       out.push_back(l);
     }
+    for (size_t i = 0; i < out.size(); ++i)
+      if (on_done && !out[i].rungs.empty()) on_done(i, out[i]);
     return out;
   }
   std::string Hash(const CandidateSource& p, const Assignment& a) const override {

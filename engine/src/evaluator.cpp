@@ -3,8 +3,9 @@
 namespace kevolve {
 
 std::vector<Ladder> PipelineEvaluator::Evaluate(const std::vector<CandidateInput>& inputs,
-                                                const std::atomic<bool>* cancel) {
-  return p_->Run(inputs, nullptr, nullptr, cancel);
+                                                const std::atomic<bool>* cancel,
+                                                const std::function<void(size_t, Ladder&)>& on_done) {
+  return p_->Run(inputs, nullptr, nullptr, cancel, on_done);
 }
 
 std::string PipelineEvaluator::Hash(const CandidateSource& parsed, const Assignment& params) const {

@@ -76,7 +76,8 @@ Result<EvalRequest> Pipeline::Request(const Ladder& l, const std::vector<Shape>*
 }
 
 std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, const std::vector<Shape>* check,
-                                  const std::vector<Shape>* tune, const std::atomic<bool>* cancel) {
+                                  const std::vector<Shape>* tune, const std::atomic<bool>* cancel,
+                                  const std::function<void(size_t, Ladder&)>& on_done) {
   std::vector<Ladder> out(cands.size());
   std::vector<CompileRequest> reqs;
   std::vector<size_t> req_of(cands.size(), SIZE_MAX);
@@ -87,6 +88,7 @@ std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, cons
     if (!s.ok) {
       out[i].hash = Sha256Hex("static-failed\n" + cands[i].text + "\n" + AssignmentString(cands[i].params) + "\n" +
                               DTypeName(dtype_) + options_.arch);
+      if (on_done) on_done(i, out[i]);
       continue;
     }
     req_of[i] = reqs.size();
@@ -101,10 +103,11 @@ std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, cons
     if (req_of[i] == SIZE_MAX) continue;
     out[i].compiled = std::move(bins[req_of[i]]);
     out[i].rungs.push_back(CompileRung(out[i].compiled));
-    if (!out[i].compiled.ok || options_.compile_only || !executor_) continue;
-    auto req = Request(out[i], check, tune);
-    if (!req.ok()) {
-      out[i].rungs.push_back({"launch", false, "bad_launch", nlohmann::json::object(), req.error(), 0});
+    bool evaluate = out[i].compiled.ok && !options_.compile_only && executor_;
+    auto req = evaluate ? Request(out[i], check, tune) : Result<EvalRequest>(Status::Error(""));
+    if (evaluate && !req.ok()) out[i].rungs.push_back({"launch", false, "bad_launch", nlohmann::json::object(), req.error(), 0});
+    if (!evaluate || !req.ok()) {
+      if (on_done) on_done(i, out[i]);
       continue;
     }
     req->id = static_cast<int64_t>(i);
@@ -116,44 +119,47 @@ std::vector<Ladder> Pipeline::Run(const std::vector<CandidateInput>& cands, cons
     ladder_of.push_back(i);
   }
   if (evals.empty()) return out;
-  auto results = EvaluateAll(*executor_, evals, {}, cancel);
-  for (size_t k = 0; k < results.size(); ++k) {
+  // Each result is finished (fitness) and handed to on_done as it lands, so that the
+  // caller can commit it at once: a killed run loses only what was in flight.
+  auto finish = [&](size_t k, const Result<EvalResult>& res) {
     Ladder& l = out[ladder_of[k]];
-    if (!results[k].ok() && results[k].error() == "cancelled") {
+    if (!res.ok() && res.error() == "cancelled") {
       l.rungs.clear();  // never started: the caller records nothing for it
-      continue;
+      return;
     }
-    if (!results[k].ok()) {
-      l.rungs.push_back({"launch", false, "worker_error", nlohmann::json::object(), results[k].error(), 0});
-      continue;
-    }
-    EvalResult& r = *results[k];
-    l.device_uuid = r.device_uuid;
-    for (auto& rung : r.rungs) l.rungs.push_back(std::move(rung));
-    l.timings = std::move(r.timings);
-    // When ptxas' report was missing from the compile log, take the driver's figures.
-    if (const RungResult* lr = l.Find("launch"); lr && lr->metrics.contains("resources")) {
-      for (auto it = lr->metrics["resources"].begin(); it != lr->metrics["resources"].end(); ++it) {
-        Resources& res = l.compiled.resources[it.key()];
-        if (res.registers < 0) {
-          res.registers = it->value("regs", -1);
-          res.smem_static = it->value("smem_static", int64_t{0});
-          res.stack = it->value("local_bytes", int64_t{0});
+    if (!res.ok()) {
+      l.rungs.push_back({"launch", false, "worker_error", nlohmann::json::object(), res.error(), 0});
+    } else {
+      const EvalResult& r = *res;
+      l.device_uuid = r.device_uuid;
+      for (const auto& rung : r.rungs) l.rungs.push_back(rung);
+      l.timings = r.timings;
+      // When ptxas' report was missing from the compile log, take the driver's figures.
+      if (const RungResult* lr = l.Find("launch"); lr && lr->metrics.contains("resources")) {
+        for (auto it = lr->metrics["resources"].begin(); it != lr->metrics["resources"].end(); ++it) {
+          Resources& rs = l.compiled.resources[it.key()];
+          if (rs.registers < 0) {
+            rs.registers = it->value("regs", -1);
+            rs.smem_static = it->value("smem_static", int64_t{0});
+            rs.stack = it->value("local_bytes", int64_t{0});
+          }
+        }
+      }
+      const RungResult* timing = l.Find("timing");
+      if (timing && timing->ok) {
+        auto cal = calibration_.find(l.device_uuid);
+        if (cal == calibration_.end()) {
+          l.rungs.push_back({"fitness", false, "no_calibration", nlohmann::json::object(),
+                             "no calibration for device " + l.device_uuid, 0});
+        } else {
+          l.fitness = ComputeFitness(l.timings, cal->second, options_.suspect_ratio);
+          l.rungs.push_back(FitnessRung(*l.fitness));
         }
       }
     }
-    const RungResult* timing = l.Find("timing");
-    if (timing && timing->ok) {
-      auto cal = calibration_.find(l.device_uuid);
-      if (cal == calibration_.end()) {
-        l.rungs.push_back({"fitness", false, "no_calibration", nlohmann::json::object(),
-                           "no calibration for device " + l.device_uuid, 0});
-        continue;
-      }
-      l.fitness = ComputeFitness(l.timings, cal->second, options_.suspect_ratio);
-      l.rungs.push_back(FitnessRung(*l.fitness));
-    }
-  }
+    if (on_done) on_done(ladder_of[k], l);
+  };
+  EvaluateAll(*executor_, evals, finish, cancel);
   return out;
 }
 

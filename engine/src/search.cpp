@@ -302,20 +302,38 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
     }
     std::vector<CandidateInput> inputs;
     for (const auto& p : todo) inputs.push_back({p.source->name, p.source->text, p.params});
-    std::vector<Ladder> ladders = inputs.empty() ? std::vector<Ladder>{} : eval_->Evaluate(inputs, interrupt);
-    for (size_t i = 0; i < ladders.size(); ++i) {
-      Ladder& l = ladders[i];
-      if (l.rungs.empty()) continue;  // cancelled before it started
+    // Each evaluation is committed in its own transaction as soon as it lands.
+    std::vector<std::optional<int64_t>> ids(todo.size());
+    Status record_error = Status::Ok();
+    auto record = [&](size_t i, Ladder& l) {
+      if (l.rungs.empty() || !record_error.ok()) return;
       l.hash = todo[i].hash;
       RecordContext ctx{op_.name, DTypeName(dtype_), eval_->arch(), g == 0 ? "seed" : "evolved", todo[i].op_name,
                         run.id, g, todo[i].island, todo[i].parents};
-      if (Status s = store_->Begin(); !s.ok()) return s;
+      if (Status s = store_->Begin(); !s.ok()) {
+        record_error = s;
+        return;
+      }
       auto id = RecordLadder(*store_, l, ctx);
       if (!id.ok()) {
         store_->Rollback();
-        return id.status();
+        record_error = id.status();
+        return;
       }
-      if (Status s = store_->Commit(); !s.ok()) return s;
+      if (Status s = store_->Commit(); !s.ok()) {
+        record_error = s;
+        return;
+      }
+      ids[i] = *id;
+    };
+    std::vector<Ladder> ladders =
+        inputs.empty() ? std::vector<Ladder>{} : eval_->Evaluate(inputs, interrupt, record);
+    if (!record_error.ok()) return record_error;
+    // Then the search's own state, in proposal order (deterministic).
+    for (size_t i = 0; i < ladders.size(); ++i) {
+      Ladder& l = ladders[i];
+      if (!ids[i]) continue;  // cancelled before it started
+      const std::optional<int64_t>& id = ids[i];
       ++rep.evaluated;
       ++evaluated_total;
       ++source_evaluations_[todo[i].source->text];

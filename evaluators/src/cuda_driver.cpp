@@ -127,8 +127,8 @@ std::string DefaultArch() {
 
 std::string NoGpuMessage(const std::string& reason) {
   return "no usable NVIDIA GPU: " + reason +
-         ". This command needs one; without a GPU, 'kevolve compile', 'kevolve ops' and the database "
-         "commands ('kevolve runs', 'kevolve show') still work.";
+         ". This command needs one; without a GPU, 'kevolve compile', 'kevolve mutate', 'kevolve ops' and the "
+         "database commands ('kevolve runs', 'kevolve show') still work.";
 }
 
 }  // namespace kevolve

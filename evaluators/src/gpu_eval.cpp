@@ -112,6 +112,7 @@ Fault Evaluator::Enqueue(const Loaded& mod, const std::vector<LaunchDesc>& launc
     if (r != CUDA_SUCCESS) {
       Fault f2{r, FaultReason(r), dev_.Check(r, ("cuLaunchKernel(" + l.entry + ")").c_str()).message()};
       f2.sticky = IsStickyError(r);
+      if (f2.sticky) MarkContextLost();
       return f2;
     }
   }
@@ -129,6 +130,7 @@ Fault Evaluator::RunSequence(const Loaded& mod, const std::vector<LaunchDesc>& l
   dev_.drv().cuEventRecord(stop->get(), dev_.stream());
   CUresult code;
   dev_.WaitEvent(stop->get(), timeout_ms, &code);
+  if (code == CUDA_ERROR_NOT_READY || IsStickyError(code)) MarkContextLost();
   if (code == CUDA_ERROR_NOT_READY)
     return {code, "timeout",
             "the launch sequence ran past its watchdog limit of " + std::to_string(static_cast<int64_t>(timeout_ms)) +

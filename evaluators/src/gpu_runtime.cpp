@@ -1,5 +1,6 @@
 #include "gpu_runtime.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -40,13 +41,20 @@ std::string FaultReason(CUresult r) {
   }
 }
 
+namespace {
+std::atomic<bool> g_context_lost{false};
+}  // namespace
+
+void MarkContextLost() { g_context_lost = true; }
+bool ContextLost() { return g_context_lost.load(); }
+
 Buffer::~Buffer() {
-  if (ptr_ && dev_) dev_->drv().cuMemFree(ptr_);
+  if (ptr_ && dev_ && !ContextLost()) dev_->drv().cuMemFree(ptr_);
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
-    if (ptr_ && dev_) dev_->drv().cuMemFree(ptr_);
+    if (ptr_ && dev_ && !ContextLost()) dev_->drv().cuMemFree(ptr_);
     dev_ = o.dev_;
     ptr_ = o.ptr_;
     bytes_ = o.bytes_;
@@ -56,7 +64,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 }
 
 Module::~Module() {
-  if (m_) d_->cuModuleUnload(m_);
+  if (m_ && !ContextLost()) d_->cuModuleUnload(m_);
 }
 
 Module& Module::operator=(Module&& o) noexcept {
@@ -70,7 +78,7 @@ Module& Module::operator=(Module&& o) noexcept {
 }
 
 Event::~Event() {
-  if (e_) d_->cuEventDestroy(e_);
+  if (e_ && !ContextLost()) d_->cuEventDestroy(e_);
 }
 
 Event& Event::operator=(Event&& o) noexcept {
@@ -113,6 +121,7 @@ Result<std::unique_ptr<Device>> Device::Open(int ordinal) {
 }
 
 Device::~Device() {
+  if (ContextLost()) return;
   if (stream_) d_->cuStreamDestroy(stream_);
   if (ctx_) d_->cuDevicePrimaryCtxRelease(dev_);
 }

@@ -14,6 +14,12 @@ namespace kevolve::gpu {
 
 // Result codes after which the context is unusable: the worker must be replaced.
 bool IsStickyError(CUresult r);
+
+// Set once a fault leaves the context unusable or a kernel still running (a watchdog
+// timeout). From then on the RAII destructors free nothing: cuMemFree would block
+// behind the spinning kernel, and the process is about to be replaced anyway.
+void MarkContextLost();
+bool ContextLost();
 // A short class for a launch/sync failure: "illegal_address", "trap", "crashed", ...
 std::string FaultReason(CUresult r);
 

@@ -167,6 +167,7 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
     }
     CUresult code;
     dev_.WaitEvent(stops[p.batch - 1].get(), req.launch_timeout_ms + p.batch * est_ms * 20, &code);
+    if (code == CUDA_ERROR_NOT_READY || IsStickyError(code)) MarkContextLost();
     if (code == CUDA_ERROR_NOT_READY) return {code, "timeout", "a timed repetition passed the watchdog", true};
     if (code != CUDA_SUCCESS)
       return {code, FaultReason(code), dev_.Check(code, "kernel execution (timing)").message(), IsStickyError(code)};

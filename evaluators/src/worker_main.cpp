@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +21,9 @@ void SendError(Channel& ch, const std::string& what) {
 }  // namespace
 
 int RunWorker(int device) {
+  // Die with the coordinator: a killed run leaves no worker (or spinning kernel) behind.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 1;
   // fd 1 carries the protocol; anything a library prints to stdout goes to /dev/null.
   int proto_out = ::dup(1);
   int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);

@@ -16,7 +16,10 @@ class CandidateEvaluator {
   virtual ~CandidateEvaluator() = default;
   // One ladder per input, in order. When *cancel becomes true, inputs not yet started
   // come back with no rungs (status "pending"): the caller records only finished ones.
-  virtual std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& inputs, const std::atomic<bool>* cancel) = 0;
+  // `on_done` gets each finished ladder as soon as it is finished (serialised calls), so
+  // the caller can commit it before the rest of the batch.
+  virtual std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& inputs, const std::atomic<bool>* cancel,
+                                       const std::function<void(size_t, Ladder&)>& on_done) = 0;
   // The identity of a candidate: what dedupe and resume key on.
   virtual std::string Hash(const CandidateSource& parsed, const Assignment& params) const = 0;
   virtual std::string arch() const = 0;
@@ -25,7 +28,8 @@ class CandidateEvaluator {
 class PipelineEvaluator : public CandidateEvaluator {
  public:
   explicit PipelineEvaluator(Pipeline* p) : p_(p) {}
-  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& inputs, const std::atomic<bool>* cancel) override;
+  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& inputs, const std::atomic<bool>* cancel,
+                               const std::function<void(size_t, Ladder&)>& on_done) override;
   std::string Hash(const CandidateSource& parsed, const Assignment& params) const override;
   std::string arch() const override { return p_->arch(); }
 

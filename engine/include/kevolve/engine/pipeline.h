@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,9 +65,12 @@ class Pipeline {
   // Runs the ladder for every candidate. `check`/`tune` default to the op's sets.
   // When *cancel becomes true, candidates whose evaluation has not started come back
   // with no rungs at all.
+  // `on_done` (optional) gets each finished ladder as it lands, from the thread that
+  // finished it, one at a time (calls are serialised).
   std::vector<Ladder> Run(const std::vector<CandidateInput>& cands,
                           const std::vector<Shape>* check = nullptr, const std::vector<Shape>* tune = nullptr,
-                          const std::atomic<bool>* cancel = nullptr);
+                          const std::atomic<bool>* cancel = nullptr,
+                          const std::function<void(size_t, Ladder&)>& on_done = {});
 
   // The worker request for a compiled ladder (for the profiler and for re-checks).
   Result<EvalRequest> Request(const Ladder& l, const std::vector<Shape>* check = nullptr,
