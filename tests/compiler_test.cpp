@@ -214,3 +214,11 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
     CHECK(out[i].resources.at("k").smem_static == static_cast<int64_t>((i + 1) * 64 * 4));
   }
 }
+
+TEST_CASE("the worker's harness kernels compile for sm_90", "[compile]") {
+  NvrtcCompiler nvrtc;
+  auto r = nvrtc.Compile(HarnessCompileRequest("sm_90"));
+  INFO(r.log);
+  REQUIRE(r.ok);
+  CHECK(r.lowered.size() == 5);
+}

@@ -124,7 +124,8 @@ TEST_CASE("chunks keep headings with their text and respect the size", "[context
   std::string doc;
   for (int s = 0; s < 6; ++s) {
     doc += "## Section " + std::to_string(s) + "\n\n";
-    for (int l = 0; l < 12; ++l) doc += "Sentence " + std::to_string(l) + " of section " + std::to_string(s) + " with some words.\n";
+    for (int l = 0; l < 12; ++l)
+      doc += "Sentence " + std::to_string(l) + " of section " + std::to_string(s) + " with some words.\n";
     doc += "\n";
   }
   std::vector<std::string> chunks = ContextIndex::Chunk(doc, true);
@@ -201,9 +202,9 @@ TEST_CASE("search queries cannot break the MATCH syntax", "[context]") {
   auto index = OpenIndex((tmp.dir() / "kevolve.db").string());
   Index(*index, corpus);
   for (const std::string& q : std::vector<std::string>{
-           "\"unbalanced quote", "NEAR(clusters memory, 2)", "clusters*", "-clusters", "a OR", "AND",
-        "NOT clusters", "path:hopper", "{path}: x", "^clusters", "(((", "\"\"", "col : \"x\" +",
-        "üñíçødé tensor", "'; DROP TABLE context_chunks; --", std::string("\xff\xfe tile", 7)}) {
+           "\"unbalanced quote", "NEAR(clusters memory, 2)", "clusters*", "-clusters", "a OR", "AND", "NOT clusters",
+           "path:hopper", "{path}: x", "^clusters", "(((", "\"\"", "col : \"x\" +", "üñíçødé tensor",
+           "'; DROP TABLE context_chunks; --", std::string("\xff\xfe tile", 7)}) {
     Result<std::vector<Snippet>> found = index->Search(q, 3);
     INFO(q);
     INFO((found.ok() ? std::string("ok") : found.error()));
@@ -303,8 +304,10 @@ TEST_CASE("LLM calls round-trip through the store", "[db]") {
   CHECK(std::isnan((*all)[1].latency_s));
   CHECK_FALSE((*all)[1].run_id.has_value());
 
-  CHECK(Query(path, "SELECT calls || ',' || ok_calls || ',' || tokens_in || ',' || tokens_out "
-                    "FROM llm_spend WHERE run_id = " + std::to_string(*run)) == "1,1,1200,300");
+  CHECK(Query(path,
+              "SELECT calls || ',' || ok_calls || ',' || tokens_in || ',' || tokens_out "
+              "FROM llm_spend WHERE run_id = " +
+                  std::to_string(*run)) == "1,1,1200,300");
   CHECK(Query(path, "SELECT count(*) FROM llm_spend") == "2");
 }
 

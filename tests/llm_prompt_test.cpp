@@ -35,10 +35,8 @@ TEST_CASE("sections render in order and fit untouched when within budget", "[llm
 TEST_CASE("the lowest-priority sections are trimmed, then dropped, first", "[llm]") {
   std::string system = SystemPrompt(false);
   std::vector<PromptSection> sections = {
-      {"Op", Lines("op", 20), 100, false},
-      {"Parent", Lines("parent", 60), 90, true},
-      {"Inspiration", Lines("insp", 60), 10, true},
-      {"Snippets", Lines("snip", 60), 20, true},
+      {"Op", Lines("op", 20), 100, false},          {"Parent", Lines("parent", 60), 90, true},
+      {"Inspiration", Lines("insp", 60), 10, true}, {"Snippets", Lines("snip", 60), 20, true},
       {"Failures", Lines("fail", 20), 5, false},
   };
   size_t full = BuildPrompt(system, sections, 1000000).chars();
@@ -79,8 +77,8 @@ TEST_CASE("the lowest-priority sections are trimmed, then dropped, first", "[llm
   }
   SECTION("order of the survivors is kept") {
     BuiltPrompt p = BuildPrompt(system, sections, full - 100);
-    size_t op = p.user.find("## Op"), parent = p.user.find("## Parent"),
-           insp = p.user.find("## Inspiration"), snip = p.user.find("## Snippets");
+    size_t op = p.user.find("## Op"), parent = p.user.find("## Parent"), insp = p.user.find("## Inspiration"),
+           snip = p.user.find("## Snippets");
     CHECK(op < parent);
     CHECK(parent < insp);
     CHECK(insp < snip);

@@ -70,9 +70,8 @@ TEST_CASE("ExtractCodeBlock prefers the longest kernel block, then the longest b
 
 TEST_CASE("a reply with no code is an error, never a crash", "[llm]") {
   for (const std::string& reply :
-       {std::string(), std::string("I can't help with that."),
-        std::string("```python\nprint('__global__')\n```\n"), std::string("```\n```\n"),
-        std::string("````"), std::string("```cuda"), std::string("\n\n\n"),
+       {std::string(), std::string("I can't help with that."), std::string("```python\nprint('__global__')\n```\n"),
+        std::string("```\n```\n"), std::string("````"), std::string("```cuda"), std::string("\n\n\n"),
         std::string("<<<<<<< SEARCH\n"), std::string("=======\n>>>>>>> REPLACE\n")}) {
     INFO(reply);
     Result<std::string> code = ExtractCodeBlock(reply);
@@ -90,12 +89,13 @@ TEST_CASE("a reply with no code is an error, never a crash", "[llm]") {
 }
 
 TEST_CASE("a truncated code block is kept only when it has a kernel", "[llm]") {
-  Result<std::string> code =
-      ExtractCodeBlock("Here it is:\n```cuda\n// @kevolve launch k grid=rows block=256\n"
-                       "extern \"C\" __global__ void k(const T* x) {\n  int i = 0;");
+  Result<std::string> code = ExtractCodeBlock(
+      "Here it is:\n```cuda\n// @kevolve launch k grid=rows block=256\n"
+      "extern \"C\" __global__ void k(const T* x) {\n  int i = 0;");
   REQUIRE(code.ok());
-  CHECK(*code == "// @kevolve launch k grid=rows block=256\n"
-                 "extern \"C\" __global__ void k(const T* x) {\n  int i = 0;\n");
+  CHECK(*code ==
+        "// @kevolve launch k grid=rows block=256\n"
+        "extern \"C\" __global__ void k(const T* x) {\n  int i = 0;\n");
 
   code = ExtractCodeBlock("Here it is:\n```cuda\n// @kevolve param BLOCK 256\n#define X 1\n");
   REQUIRE_FALSE(code.ok());
@@ -115,7 +115,7 @@ TEST_CASE("ExtractEditBlocks tolerates fences, text and marker drift", "[llm]") 
       "and also:\n"
       "<<<<< SEARCH\n"  // five markers
       "  if (r >= rows) return;\n"
-      "=========\n"     // nine
+      "=========\n"  // nine
       ">>>>>>>>> REPLACE\n"
       "<<<<<<< SEARCH\n"  // an unfinished block at the end is dropped
       "  }\n";
@@ -127,36 +127,34 @@ TEST_CASE("ExtractEditBlocks tolerates fences, text and marker drift", "[llm]") 
   CHECK(edits[1].replace.empty());
 
   CHECK(ExtractEditBlocks("").empty());
-  CHECK(ExtractEditBlocks("<<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n").empty());  // no divider
+  CHECK(ExtractEditBlocks("<<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n").empty());          // no divider
   CHECK(ExtractEditBlocks("<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n").empty());  // 4 markers
   CHECK(ExtractEditBlocks("=======\n>>>>>>> REPLACE\n<<<<<<< SEARCH\n=======\n").empty());
 }
 
 TEST_CASE("ApplyEdits applies exact and whitespace-drifted edits", "[llm]") {
   SECTION("exact") {
-    Result<std::string> child =
-        ApplyEdits(kParent, {{"  int r = blockIdx.x;\n", "  const int r = blockIdx.x;\n"}});
+    Result<std::string> child = ApplyEdits(kParent, {{"  int r = blockIdx.x;\n", "  const int r = blockIdx.x;\n"}});
     REQUIRE(child.ok());
     CHECK(child->find("  const int r = blockIdx.x;\n") != std::string::npos);
     CHECK(child->size() == kParent.size() + 6);
   }
   SECTION("trailing blanks and CRLF in the SEARCH") {
-    Result<std::string> child = ApplyEdits(
-        kParent, {{"  int r = blockIdx.x;   \r\n  if (r >= rows) return;\r\n", "  int r = blockIdx.y;\n"}});
+    Result<std::string> child =
+        ApplyEdits(kParent, {{"  int r = blockIdx.x;   \r\n  if (r >= rows) return;\r\n", "  int r = blockIdx.y;\n"}});
     REQUIRE(child.ok());
     CHECK(child->find("  int r = blockIdx.y;\n  for (int c") != std::string::npos);
     CHECK(child->find("if (r >= rows)") == std::string::npos);
   }
   SECTION("lost indentation is restored in the replacement") {
-    Result<std::string> child = ApplyEdits(
-        kParent, {{"for (int c = threadIdx.x; c < cols; c += BLOCK) {\n  y[(size_t)r * cols + c] = "
-                   "x[(size_t)r * cols + c];\n}\n",
-                   "for (int c = threadIdx.x; c < cols; c += BLOCK) {\n  y[(size_t)r * cols + c] = "
-                   "2 * x[(size_t)r * cols + c];\n}\n"}});
+    Result<std::string> child =
+        ApplyEdits(kParent, {{"for (int c = threadIdx.x; c < cols; c += BLOCK) {\n  y[(size_t)r * cols + c] = "
+                              "x[(size_t)r * cols + c];\n}\n",
+                              "for (int c = threadIdx.x; c < cols; c += BLOCK) {\n  y[(size_t)r * cols + c] = "
+                              "2 * x[(size_t)r * cols + c];\n}\n"}});
     REQUIRE(child.ok());
     CHECK(child->find("\n  for (int c = threadIdx.x; c < cols; c += BLOCK) {\n"
-                      "    y[(size_t)r * cols + c] = 2 * x[(size_t)r * cols + c];\n  }\n}\n") !=
-          std::string::npos);
+                      "    y[(size_t)r * cols + c] = 2 * x[(size_t)r * cols + c];\n  }\n}\n") != std::string::npos);
   }
   SECTION("a CRLF parent keeps its line endings") {
     std::string crlf = "a();\r\nb();\r\nc();\r\n";
@@ -188,11 +186,10 @@ TEST_CASE("ApplyEdits applies exact and whitespace-drifted edits", "[llm]") {
 
 TEST_CASE("ApplyEdits rejects edits that do not apply, are ambiguous or change nothing", "[llm]") {
   SECTION("no match") {
-    Result<std::string> child = ApplyEdits(
-        kParent, {{"  int r = blockIdx.x;\n", "  int r = 1;\n"}, {"  float nothing = 0;\n", "x\n"}});
+    Result<std::string> child =
+        ApplyEdits(kParent, {{"  int r = blockIdx.x;\n", "  int r = 1;\n"}, {"  float nothing = 0;\n", "x\n"}});
     REQUIRE_FALSE(child.ok());
-    CHECK_THAT(child.error(), Catch::StartsWith("edit 2 does not apply: ") &&
-                                  Catch::Contains("float nothing = 0;"));
+    CHECK_THAT(child.error(), Catch::StartsWith("edit 2 does not apply: ") && Catch::Contains("float nothing = 0;"));
     CHECK(child.error().find('\n') == std::string::npos);
   }
   SECTION("a SEARCH matching part of a line only") {
@@ -206,8 +203,8 @@ TEST_CASE("ApplyEdits rejects edits that do not apply, are ambiguous or change n
     REQUIRE(child.ok());
     child = ApplyEdits("  a();\nb();\n    a();\n", {{" a();\n", " a(1);\n"}});
     REQUIRE_FALSE(child.ok());
-    CHECK_THAT(child.error(), Catch::StartsWith("edit 1 does not apply: ") &&
-                                  Catch::Contains("ambiguous") && Catch::Contains("whitespace"));
+    CHECK_THAT(child.error(), Catch::StartsWith("edit 1 does not apply: ") && Catch::Contains("ambiguous") &&
+                                  Catch::Contains("whitespace"));
     child = ApplyEdits("x = 1;\ny = 2;\nx = 1;\n", {{"x = 1;\n", "x = 3;\n"}});
     REQUIRE_FALSE(child.ok());
     CHECK_THAT(child.error(), Catch::Contains("2 places") && Catch::Contains("ambiguous"));
@@ -237,10 +234,9 @@ TEST_CASE("ApplyEdits rejects edits that do not apply, are ambiguous or change n
 TEST_CASE("ParseReply chooses edits or a rewrite", "[llm]") {
   std::string edit = Edit("  int r = blockIdx.x;\n", "  const int r = blockIdx.x;\n");
   SECTION("diff") {
-    Result<ParsedReply> parsed =
-        ParseReply("Two changes:\n```\n" + edit + "```\n" +
-                       Edit("  if (r >= rows) return;\n", "  if (r >= rows) { return; }\n"),
-                   kParent, true);
+    Result<ParsedReply> parsed = ParseReply(
+        "Two changes:\n```\n" + edit + "```\n" + Edit("  if (r >= rows) return;\n", "  if (r >= rows) { return; }\n"),
+        kParent, true);
     REQUIRE(parsed.ok());
     CHECK(parsed->kind == "diff");
     CHECK(parsed->edits_applied == 2);
@@ -282,10 +278,26 @@ TEST_CASE("ParseReply chooses edits or a rewrite", "[llm]") {
 }
 
 TEST_CASE("random mixtures of fences, markers and code never crash", "[llm]") {
-  const std::vector<std::string> pieces = {
-      "```", "```cuda", "```python", "````", "<<<<<<< SEARCH", "<<<<< SEARCH", "=======", "=====",
-      ">>>>>>> REPLACE", ">>>>>>>>> REPLACE", "  int r = blockIdx.x;", "}", "", "   ", "\r",
-      "__global__ void k() {}", "// @kevolve launch k grid=1 block=1", "text", "\xff\xfe", "`"};
+  const std::vector<std::string> pieces = {"```",
+                                           "```cuda",
+                                           "```python",
+                                           "````",
+                                           "<<<<<<< SEARCH",
+                                           "<<<<< SEARCH",
+                                           "=======",
+                                           "=====",
+                                           ">>>>>>> REPLACE",
+                                           ">>>>>>>>> REPLACE",
+                                           "  int r = blockIdx.x;",
+                                           "}",
+                                           "",
+                                           "   ",
+                                           "\r",
+                                           "__global__ void k() {}",
+                                           "// @kevolve launch k grid=1 block=1",
+                                           "text",
+                                           "\xff\xfe",
+                                           "`"};
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 3000; ++trial) {
     std::string reply;

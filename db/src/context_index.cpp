@@ -132,7 +132,7 @@ class Chunker {
     size_t keep = lines_.size();
     while (keep > 0 && (headings_[keep - 1] || TrimView(lines_[keep - 1]).empty())) --keep;
     while (keep < lines_.size() && TrimView(lines_[keep]).empty()) ++keep;  // blank lines stay
-    if (keep == 0) keep = lines_.size();  // nothing but headings: keep them together
+    if (keep == 0) keep = lines_.size();                                    // nothing but headings: keep them together
     Flush(keep);
   }
 
@@ -172,8 +172,7 @@ std::string SanitiseQuery(const std::string& query) {
     bool has_letter = std::any_of(word.begin(), word.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || static_cast<unsigned char>(c) >= 0x80;
     });
-    if (has_letter && terms.size() < kMaxQueryTerms &&
-        std::find(terms.begin(), terms.end(), word) == terms.end()) {
+    if (has_letter && terms.size() < kMaxQueryTerms && std::find(terms.begin(), terms.end(), word) == terms.end()) {
       terms.push_back(word);
     }
     word.clear();
@@ -243,8 +242,7 @@ ContextIndex::~ContextIndex() = default;
 Result<std::unique_ptr<ContextIndex>> ContextIndex::Open(const std::string& sqlite_path) {
   const std::string prefix = "cannot open context index '" + sqlite_path + "': ";
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(sqlite_path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                           nullptr);
+  int rc = sqlite3_open_v2(sqlite_path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   auto conn = std::make_unique<Connection>(raw);  // owns the handle even when opening failed
   if (rc != SQLITE_OK) {
     return Status::Error(prefix + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
@@ -254,7 +252,8 @@ Result<std::unique_ptr<ContextIndex>> ContextIndex::Open(const std::string& sqli
   if (s.ok()) s = conn->Exec("PRAGMA foreign_keys = ON");
   if (s.ok()) {
     Result<std::string> mode = conn->QueryText("PRAGMA journal_mode = WAL");
-    if (!mode.ok()) s = mode.status();
+    if (!mode.ok())
+      s = mode.status();
     else if (*mode != "wal" && *mode != "memory")
       s = Status::Error("cannot enable WAL mode (journal_mode is '" + *mode + "')");
   }
@@ -297,8 +296,7 @@ Result<int> ContextIndex::IndexFolder(const std::string& folder) {
   if (!s.ok()) return InContext(context, s);
 
   Result<Statement> lookup = conn_->Prepare("SELECT size, mtime FROM context_files WHERE path = ?");
-  Result<Statement> insert_chunk =
-      conn_->Prepare("INSERT INTO context_chunks (path, chunk, text) VALUES (?, ?, ?)");
+  Result<Statement> insert_chunk = conn_->Prepare("INSERT INTO context_chunks (path, chunk, text) VALUES (?, ?, ?)");
   Result<Statement> upsert_file = conn_->Prepare(
       "INSERT INTO context_files (path, size, mtime, chunks) VALUES (?, ?, ?, ?) "
       "ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, "
@@ -314,8 +312,7 @@ Result<int> ContextIndex::IndexFolder(const std::string& folder) {
     auto size = fs::file_size(p, file_ec);
     auto mtime = fs::last_write_time(p, file_ec);
     if (file_ec || size > kMaxFileBytes) continue;
-    FileState now{static_cast<int64_t>(size),
-                  static_cast<int64_t>(mtime.time_since_epoch().count())};
+    FileState now{static_cast<int64_t>(size), static_cast<int64_t>(mtime.time_since_epoch().count())};
     const std::string path = p.string();
 
     lookup->Reset();
@@ -381,17 +378,14 @@ Status ContextIndex::RemoveFile(const std::string& path) {
   // doubled), which the tokenizer splits like the stored path.
   std::string phrase;
   for (char c : path) phrase += c == '"' ? std::string("\"\"") : std::string(1, c);
-  bool has_word = std::any_of(path.begin(), path.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0;
-  });
-  Result<Statement> del =
-      has_word ? conn_->Prepare(
-                     "DELETE FROM context_chunks WHERE rowid IN (SELECT rowid FROM context_chunks "
-                     "WHERE context_chunks MATCH ? AND path = ?)")
-               : conn_->Prepare("DELETE FROM context_chunks WHERE path = ?");
+  bool has_word =
+      std::any_of(path.begin(), path.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+  Result<Statement> del = has_word ? conn_->Prepare(
+                                         "DELETE FROM context_chunks WHERE rowid IN (SELECT rowid FROM context_chunks "
+                                         "WHERE context_chunks MATCH ? AND path = ?)")
+                                   : conn_->Prepare("DELETE FROM context_chunks WHERE path = ?");
   if (!del.ok()) return del.status();
-  Status s = has_word ? del->Bind(1, "path : \"" + phrase + "\"").Bind(2, path).Run()
-                      : del->Bind(1, path).Run();
+  Status s = has_word ? del->Bind(1, "path : \"" + phrase + "\"").Bind(2, path).Run() : del->Bind(1, path).Run();
   if (!s.ok()) return s;
   Result<Statement> del_file = conn_->Prepare("DELETE FROM context_files WHERE path = ?");
   if (!del_file.ok()) return del_file.status();

@@ -4,8 +4,6 @@
 
 namespace kevolve::gpu {
 
-namespace {
-
 const char* kHarnessSource = R"(
 __device__ __forceinline__ unsigned long long kv_mix(unsigned long long z) {
   z += 0x9e3779b97f4a7c15ull;
@@ -53,17 +51,27 @@ extern "C" __global__ void kv_fma(float* out, int iters) {
 }
 )";
 
-}  // namespace
+}  // namespace kevolve::gpu
+
+namespace kevolve {
+
+CompileRequest HarnessCompileRequest(const std::string& arch) {
+  CompileRequest req;
+  req.name = "kevolve_harness.cu";
+  req.source = std::string("// @kevolve launch kv_copy grid=1 block=1\n") + gpu::kHarnessSource;
+  req.dtype = DType::kF32;
+  req.arch = arch;
+  req.entries = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16", "kv_copy", "kv_fma"};
+  return req;
+}
+
+}  // namespace kevolve
+
+namespace kevolve::gpu {
 
 Result<std::unique_ptr<Harness>> Harness::Build(const Device& dev) {
   NvrtcCompiler nvrtc;
-  CompileRequest req;
-  req.name = "kevolve_harness.cu";
-  req.source = std::string("// @kevolve launch kv_copy grid=1 block=1\n") + kHarnessSource;
-  req.dtype = DType::kF32;
-  req.arch = dev.desc().arch;
-  req.entries = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16", "kv_copy", "kv_fma"};
-  CompileResult c = nvrtc.Compile(req);
+  CompileResult c = nvrtc.Compile(HarnessCompileRequest(dev.desc().arch));
   if (!c.ok) return Status::Error("compiling the worker's harness kernels failed:\n" + c.log);
   std::unique_ptr<Harness> h(new Harness(dev));
   auto m = dev.Load(c.cubin);

@@ -12,8 +12,8 @@ constexpr size_t kMinTrimmedChars = 200;
 
 struct Slot {
   const PromptSection* section = nullptr;
-  size_t order = 0;      // position in the caller's list
-  std::string head;      // the body as kept so far
+  size_t order = 0;  // position in the caller's list
+  std::string head;  // the body as kept so far
   size_t trimmed_lines = 0;
   bool alive = true;
 
@@ -75,8 +75,7 @@ void Note(std::vector<std::string>& dropped, const std::string& title) {
 // (trimmable ones by halves down to kMinTrimmedChars, then dropped; others dropped at
 // once), until the whole fits. When the system prompt alone exceeds max_chars every
 // section is dropped and the result is still over budget: the system prompt is never cut.
-BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSection>& sections,
-                        size_t max_chars) {
+BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSection>& sections, size_t max_chars) {
   BuiltPrompt out;
   out.system = system;
   std::vector<Slot> slots;
@@ -106,7 +105,8 @@ BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSecti
 }
 
 std::string SystemPrompt(bool diff) {
-  std::string p = R"(You are an expert CUDA performance engineer. You improve one GPU kernel for kevolve, an evolutionary search that keeps only kernels that are correct and fast on an NVIDIA Hopper GPU (H100/H200, sm_90). Every child you write is compiled and checked automatically; what is rejected is wasted.
+  std::string p =
+      R"(You are an expert CUDA performance engineer. You improve one GPU kernel for kevolve, an evolutionary search that keeps only kernels that are correct and fast on an NVIDIA Hopper GPU (H100/H200, sm_90). Every child you write is compiled and checked automatically; what is rejected is wasted.
 
 # The candidate file
 

@@ -21,7 +21,9 @@ constexpr size_t kMaxMarker = 9;
 // How much of a SEARCH line an error message quotes.
 constexpr size_t kQuoteChars = 60;
 
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsBlank(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+}
 
 std::string_view TrimRight(std::string_view s) {
   while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
@@ -33,7 +35,9 @@ std::string_view TrimLeft(std::string_view s) {
   return s;
 }
 
-std::string_view Trim(std::string_view s) { return TrimLeft(TrimRight(s)); }
+std::string_view Trim(std::string_view s) {
+  return TrimLeft(TrimRight(s));
+}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -62,8 +66,8 @@ bool Contains(std::string_view text, std::string_view what) {
 // ---- Fenced code blocks ----
 
 struct Fence {
-  size_t ticks = 0;   // number of backticks; 0 when the line is no fence
-  std::string info;   // the info string after an opening fence, lower-cased
+  size_t ticks = 0;  // number of backticks; 0 when the line is no fence
+  std::string info;  // the info string after an opening fence, lower-cased
 };
 
 Fence ParseFence(std::string_view line) {
@@ -80,8 +84,7 @@ Fence ParseFence(std::string_view line) {
 bool CodeLanguage(const std::string& info) {
   std::string lang = info.substr(0, info.find_first_of(" \t{"));
   static const char* const kLangs[] = {"", "cuda", "cu", "cuh", "cpp", "c++", "cxx", "c"};
-  return std::any_of(std::begin(kLangs), std::end(kLangs),
-                     [&](const char* l) { return lang == l; });
+  return std::any_of(std::begin(kLangs), std::end(kLangs), [&](const char* l) { return lang == l; });
 }
 
 struct CodeBlock {
@@ -140,9 +143,15 @@ bool IsMarker(std::string_view line, char c, std::string_view word) {
   return Lower(rest) == Lower(word);
 }
 
-bool IsSearchMarker(std::string_view line) { return IsMarker(line, '<', "SEARCH"); }
-bool IsDivider(std::string_view line) { return IsMarker(line, '=', ""); }
-bool IsReplaceMarker(std::string_view line) { return IsMarker(line, '>', "REPLACE"); }
+bool IsSearchMarker(std::string_view line) {
+  return IsMarker(line, '<', "SEARCH");
+}
+bool IsDivider(std::string_view line) {
+  return IsMarker(line, '=', "");
+}
+bool IsReplaceMarker(std::string_view line) {
+  return IsMarker(line, '>', "REPLACE");
+}
 
 // ---- Applying edits ----
 
@@ -165,8 +174,7 @@ std::vector<size_t> ExactMatches(const std::string& text, const std::string& sea
   for (size_t pos = text.find(search); pos != std::string::npos; pos = text.find(search, pos + 1)) {
     bool starts_line = pos == 0 || text[pos - 1] == '\n';
     size_t end = pos + search.size();
-    bool ends_line = search.back() == '\n' || end == text.size() || text[end] == '\n' ||
-                     text[end] == '\r';
+    bool ends_line = search.back() == '\n' || end == text.size() || text[end] == '\n' || text[end] == '\r';
     if (starts_line && ends_line) at.push_back(pos);
   }
   return at;
@@ -206,8 +214,8 @@ std::string_view Normalise(std::string_view line, Drift drift) {
 }
 
 // Start lines where `needle` matches `hay` line by line under `drift`.
-std::vector<size_t> LineMatches(const std::vector<std::string>& hay,
-                                const std::vector<std::string_view>& needle, Drift drift) {
+std::vector<size_t> LineMatches(const std::vector<std::string>& hay, const std::vector<std::string_view>& needle,
+                                Drift drift) {
   std::vector<size_t> at;
   if (needle.empty() || needle.size() > hay.size()) return at;
   for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
@@ -248,15 +256,16 @@ std::vector<std::string> Reindent(std::string_view replace, std::string_view sea
 }
 
 std::string Ambiguous(size_t n, const std::string& what, std::string_view search) {
-  return "its SEARCH text " + Quote(search) + " matches " + std::to_string(n) + " places" +
-         what + " (ambiguous); include more surrounding lines so it matches once";
+  return "its SEARCH text " + Quote(search) + " matches " + std::to_string(n) + " places" + what +
+         " (ambiguous); include more surrounding lines so it matches once";
 }
 
 // Applies one edit to `text`, or says why it does not apply.
 Result<std::string> ApplyOne(const std::string& text, const EditBlock& edit) {
   if (edit.search.find_first_not_of(" \t\r\n\f\v") == std::string::npos) {
-    return Status::Error("its SEARCH section is empty (to add code, SEARCH for the lines "
-                         "next to it and repeat them in REPLACE)");
+    return Status::Error(
+        "its SEARCH section is empty (to add code, SEARCH for the lines "
+        "next to it and repeat them in REPLACE)");
   }
   std::vector<size_t> exact = ExactMatches(text, edit.search);
   if (exact.size() > 1) return Status::Error(Ambiguous(exact.size(), "", edit.search));
@@ -283,8 +292,8 @@ Result<std::string> ApplyOne(const std::string& text, const EditBlock& edit) {
     }
     auto first = parent.lines.begin() + static_cast<std::ptrdiff_t>(begin);
     parent.lines.erase(first, first + static_cast<std::ptrdiff_t>(needle.size()));
-    parent.lines.insert(parent.lines.begin() + static_cast<std::ptrdiff_t>(begin),
-                        replacement.begin(), replacement.end());
+    parent.lines.insert(parent.lines.begin() + static_cast<std::ptrdiff_t>(begin), replacement.begin(),
+                        replacement.end());
     if (parent.lines.empty()) parent.final_eol = false;
     return parent.Join();
   }
@@ -391,8 +400,7 @@ Result<std::string> ApplyEdits(const std::string& parent, const std::vector<Edit
   return text;
 }
 
-Result<ParsedReply> ParseReply(const std::string& reply, const std::string& parent,
-                               bool prefer_diff) {
+Result<ParsedReply> ParseReply(const std::string& reply, const std::string& parent, bool prefer_diff) {
   std::vector<EditBlock> edits = ExtractEditBlocks(reply);
   Result<std::string> code = ExtractCodeBlock(reply);
   if (!edits.empty() && (prefer_diff || !code.ok())) {

@@ -21,9 +21,9 @@ namespace kevolve::db {
 class Connection;
 
 struct Snippet {
-  std::string path;   // the file, as an absolute path
-  std::string text;   // one chunk of it
-  double score = 0;   // higher is better (the negated bm25 rank)
+  std::string path;  // the file, as an absolute path
+  std::string text;  // one chunk of it
+  double score = 0;  // higher is better (the negated bm25 rank)
 };
 
 class ContextIndex {

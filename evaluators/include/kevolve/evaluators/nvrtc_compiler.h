@@ -54,4 +54,9 @@ std::string FindCudaIncludeDir();
 // pre-included: dtype helpers (kv::to_float, kv::from_float<T>) and the element type T.
 const std::string& KevolveHeader();
 
+// The worker's own kernels (input generators, copy, FMA peak), as a compile request:
+// built into every worker at start, and compiled by a CPU test so a broken harness
+// shows up without a GPU.
+CompileRequest HarnessCompileRequest(const std::string& arch);
+
 }  // namespace kevolve
