@@ -222,3 +222,25 @@ TEST_CASE("islands and migration follow the configuration", "[engine]") {
   CHECK(a.island(1)[0].fitness == Approx(0.3));
   CHECK(a.island(1)[1].fitness == Approx(0.2));
 }
+
+TEST_CASE("a second run in the same database adopts recorded results instead of measuring again", "[engine]") {
+  World w;
+  LandscapeEvaluator e1, e2, e3;
+  FakeClock c1, c2, c3;
+  auto r1 = Search(w.op, DType::kF32, Config(4, 4), w.store.get(), &e1, &c1).Run(0, nullptr, {});
+  REQUIRE(r1.ok());
+  auto r2 = Search(w.op, DType::kF32, Config(4, 4), w.store.get(), &e2, &c2).Run(0, nullptr, {});
+  REQUIRE(r2.ok());
+  CHECK(r2->stop_reason == "generations");
+  REQUIRE(r2->best);
+  CHECK(r2->best->fitness == Approx(r1->best->fitness));
+  CHECK(e2.calls == 0);  // the same seed proposes the same candidates: all adopted
+  auto members = w.store->ListRunMembers(r2->run_id);
+  REQUIRE(members.ok());
+  CHECK(!members->empty());
+  // Resuming the second run with more generations replays the adopted members.
+  auto r3 = Search(w.op, DType::kF32, Config(6, 4), w.store.get(), &e3, &c3).Run(r2->run_id, nullptr, {});
+  REQUIRE(r3.ok());
+  CHECK(r3->generations_done == 6);
+  CHECK(r3->best->fitness >= r2->best->fitness);
+}

@@ -214,9 +214,26 @@ CREATE TABLE context_files (
 // Append-only: a released script is never edited; the next version is appended as a
 // new entry. kMigrations[i] takes a database from version i to version i + 1. Each
 // runs in a transaction with foreign keys enforced.
+// v3: run membership. A candidate is stored once (by content hash); a run that meets a
+// candidate evaluated elsewhere (another run, `kevolve eval --db`) adopts its result
+// through this table instead of evaluating it again, and --resume replays it.
+constexpr const char* kSchemaV3 = R"SQL(
+CREATE TABLE run_members (
+  run_id       INTEGER NOT NULL REFERENCES runs(id),
+  candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+  generation   INTEGER NOT NULL,
+  island       INTEGER NOT NULL DEFAULT 0,
+  operator     TEXT NOT NULL DEFAULT '',
+  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  PRIMARY KEY (run_id, candidate_id)
+);
+CREATE INDEX run_members_by_generation ON run_members(run_id, generation);
+)SQL";
+
 constexpr const char* kMigrations[] = {
     kSchemaV1,
     kSchemaV2,
+    kSchemaV3,
 };
 
 constexpr int kLatest = static_cast<int>(std::size(kMigrations));

@@ -55,6 +55,8 @@ class SqliteStore final : public Store {
 
   Result<int64_t> RecordLlmCall(const LlmCallRecord& call) override;
   Result<std::vector<LlmCallRecord>> ListLlmCalls(std::optional<int64_t> run_id) override;
+  Status AddRunMember(const RunMemberRecord& m) override;
+  Result<std::vector<RunMemberRecord>> ListRunMembers(int64_t run_id) override;
 
   // Begin() opens BEGIN IMMEDIATE (plain BEGIN when read-only), so the write lock is
   // taken up front and waits up to the busy timeout. Rollback() with no transaction

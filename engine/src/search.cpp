@@ -85,10 +85,26 @@ Member Search::ToMember(int64_t id, const std::shared_ptr<const CandidateSource>
 Status Search::Replay(int64_t run_id, int generations_done) {
   db::CandidateQuery q;
   q.run_id = run_id;
-  auto cands = store_->ListCandidates(q);
-  if (!cands.ok()) return cands.status();
+  auto own = store_->ListCandidates(q);
+  if (!own.ok()) return own.status();
+  // This run's members in the order they joined: its own candidates, and those it
+  // adopted from elsewhere (run_members), each at the generation it joined.
+  std::vector<db::CandidateRecord> cands = *own;
+  for (auto& c : cands) member_gen_[c.id] = c.generation;
+  auto adopted = store_->ListRunMembers(run_id);
+  if (!adopted.ok()) return adopted.status();
+  for (const auto& m : *adopted) {
+    auto c = store_->GetCandidate(m.candidate_id);
+    if (!c.ok()) return c.status();
+    c->generation = m.generation;
+    c->island = m.island;
+    member_gen_[c->id] = m.generation;
+    cands.push_back(std::move(*c));
+  }
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const db::CandidateRecord& a, const db::CandidateRecord& b) { return a.id < b.id; });
   for (int g = 0; g < generations_done; ++g) {
-    for (const auto& c : *cands) {
+    for (const auto& c : cands) {
       if (c.generation != g) continue;
       auto src = store_->GetSource(c.source_id);
       if (!src.ok()) return src.status();
@@ -285,18 +301,27 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
       if (!existing.ok()) return existing.status();
       if (*existing) {
         const db::CandidateRecord& c = **existing;
-        bool same_gen = c.run_id && *c.run_id == run.id && c.generation == g;
-        if (same_gen && c.status != "pending") {
+        bool evaluated = c.status != "pending" && c.status != "compiled";
+        auto member = member_gen_.find(c.id);
+        bool own = c.run_id && *c.run_id == run.id;
+        if ((member != member_gen_.end() && member->second < g) || (own && c.generation < g)) {
+          ++rep.duplicates;  // already in this run
+          continue;
+        }
+        if (evaluated) {
+          // Recorded by an interrupted attempt at this generation, or elsewhere (another
+          // run, `kevolve eval --db`): its result is reused, not measured again.
+          if (!own) {
+            if (Status st = store_->AddRunMember({run.id, c.id, g, p.island, p.op_name}); !st.ok()) return st;
+          }
+          member_gen_[c.id] = g;
           ++rep.reused;
           ++source_evaluations_[p.source->text];
           if (c.status == "ok" && c.fitness)
-            archive_.Add(ToMember(c.id, p.source, p.params, *c.fitness, c.island, g, c.features));
+            archive_.Add(ToMember(c.id, p.source, p.params, *c.fitness, own ? c.island : p.island, g, c.features));
           continue;
         }
-        if (!same_gen) {
-          ++rep.duplicates;
-          continue;
-        }
+        p.adopt = !own;  // stored but never evaluated (`kevolve compile --db`): evaluate it now
       }
       todo.push_back(p);
     }
@@ -320,11 +345,19 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
         record_error = id.status();
         return;
       }
+      if (todo[i].adopt) {
+        if (Status s = store_->AddRunMember({run.id, *id, g, todo[i].island, todo[i].op_name}); !s.ok()) {
+          store_->Rollback();
+          record_error = s;
+          return;
+        }
+      }
       if (Status s = store_->Commit(); !s.ok()) {
         record_error = s;
         return;
       }
       ids[i] = *id;
+      member_gen_[*id] = g;
     };
     std::vector<Ladder> ladders =
         inputs.empty() ? std::vector<Ladder>{} : eval_->Evaluate(inputs, interrupt, record);

@@ -138,4 +138,13 @@ struct LlmCallRecord {
   std::string created_at;               // filled by the store
 };
 
+// A candidate recorded elsewhere that a run adopted (table run_members).
+struct RunMemberRecord {
+  int64_t run_id = 0;
+  int64_t candidate_id = 0;
+  int generation = 0;
+  int island = 0;
+  std::string op_name;
+};
+
 }  // namespace kevolve::db

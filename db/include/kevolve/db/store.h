@@ -59,6 +59,10 @@ class Store {
   virtual Result<int64_t> RecordLlmCall(const LlmCallRecord& call) = 0;
   virtual Result<std::vector<LlmCallRecord>> ListLlmCalls(std::optional<int64_t> run_id) = 0;
 
+  // Run membership of candidates recorded elsewhere (insert-or-ignore), by generation.
+  virtual Status AddRunMember(const RunMemberRecord& m) = 0;
+  virtual Result<std::vector<RunMemberRecord>> ListRunMembers(int64_t run_id) = 0;
+
   // Groups writes into one transaction (the engine commits a generation's bookkeeping
   // at once). Nested Begin() is an error.
   virtual Status Begin() = 0;

@@ -85,6 +85,7 @@ class Search {
     std::string op_name;
     int island = 0;
     std::string hash;
+    bool adopt = false;  // recorded elsewhere, unevaluated: evaluate, then join this run
   };
   Status LoadSeeds();
   std::vector<Proposal2> SeedProposals(std::mt19937_64& rng);
@@ -116,6 +117,7 @@ class Search {
   std::optional<int64_t> run_id_;
   std::vector<PendingCalls> pending_calls_;
   std::vector<LlmRequest> pending_repairs_;  // LLM children that failed correctness
+  std::map<int64_t, int> member_gen_;        // candidate id -> generation it joined this run
 };
 
 // One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2
