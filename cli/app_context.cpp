@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "kevolve/core/paths.h"
+#include "kevolve/engine/pipeline.h"
+#include "kevolve/evaluators/cuda_driver.h"
 
 namespace fs = std::filesystem;
 
@@ -45,6 +47,30 @@ Result<DType> ResolveDType(const OpSpec& op, const std::string& dtype) {
     return Status::Error("op " + op.name + " has no dtype '" + dtype + "' (it has: " + known + ")");
   }
   return *t;
+}
+
+std::optional<GpuSession> StartGpus(db::Store* store, bool recalibrate, bool verbose, int* exit_code) {
+  auto gpus = ListGpus();
+  if (!gpus.ok()) {
+    PrintError(NoGpuMessage(gpus.error()));
+    *exit_code = kExitNoGpu;
+    return std::nullopt;
+  }
+  WorkerPoolOptions wo;
+  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
+  auto pool = WorkerPool::Start(wo);
+  if (!pool.ok()) {
+    PrintError(pool.error());
+    *exit_code = kExitNoGpu;
+    return std::nullopt;
+  }
+  auto cal = LoadOrCalibrate(**pool, store, recalibrate, verbose);
+  if (!cal.ok()) {
+    PrintError(cal.error());
+    *exit_code = kExitFailed;
+    return std::nullopt;
+  }
+  return GpuSession{std::move(*pool), std::move(*cal)};
 }
 
 }  // namespace kevolve::cli

@@ -1,12 +1,16 @@
 // Shared plumbing for the CLI commands: locating configs, loading an op, exit codes.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "kevolve/core/dtype.h"
 #include "kevolve/core/op_spec.h"
 #include "kevolve/core/status.h"
+#include "kevolve/db/store.h"
+#include "kevolve/evaluators/worker_pool.h"
 
 namespace kevolve::cli {
 
@@ -25,5 +29,14 @@ std::string OpsRoot();
 // Loads op `name`, checking `dtype` against its variants. Errors are printed.
 Result<OpSpec> LoadOp(const std::string& name);
 Result<DType> ResolveDType(const OpSpec& op, const std::string& dtype);  // "" = first variant
+
+// One worker process per visible GPU, with every device's calibration (from `store`'s
+// cache unless `recalibrate`, else measured and written back). On failure prints the
+// error and sets *exit_code.
+struct GpuSession {
+  std::unique_ptr<WorkerPool> pool;
+  std::map<std::string, Calibration> calibration;
+};
+std::optional<GpuSession> StartGpus(db::Store* store, bool recalibrate, bool verbose, int* exit_code);
 
 }  // namespace kevolve::cli

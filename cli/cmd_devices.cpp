@@ -31,12 +31,10 @@ int Run(const DevicesArgs& a) {
     if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
     store = std::move(*s);
   }
-  WorkerPoolOptions wo;
-  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
-  auto pool = WorkerPool::Start(wo);
-  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
-  auto cal = LoadOrCalibrate(**pool, store.get(), true, false);
-  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  int rc = kExitOk;
+  auto gpu = StartGpus(store.get(), true, false, &rc);
+  if (!gpu) return rc;
+  const auto* cal = &gpu->calibration;
   for (const auto& [uuid, c] : *cal)
     std::printf("%s: copy %.0f GB/s (read + written), fp32 FMA %.1f TFLOP/s  %s\n", uuid.c_str(), c.copy_gbps,
                 c.fp32_gflops / 1000, c.details.dump().c_str());

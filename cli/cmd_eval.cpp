@@ -116,20 +116,18 @@ int Run(const EvalArgs& a) {
       }
     }
   }
-  auto gpus = ListGpus();
-  if (!gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
+  if (auto gpus = ListGpus(); !gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
   std::unique_ptr<db::Store> store;
   if (!a.db.empty()) {
     auto s = db::OpenSqliteStore(a.db);
     if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
     store = std::move(*s);
   }
-  WorkerPoolOptions wo;
-  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
-  auto pool = WorkerPool::Start(wo);
-  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
-  auto cal = LoadOrCalibrate(**pool, store.get(), a.recalibrate, !a.json);
-  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  int rc = kExitOk;
+  auto gpu = StartGpus(store.get(), a.recalibrate, !a.json, &rc);
+  if (!gpu) return rc;
+  auto& pool = gpu->pool;
+  auto& cal = gpu->calibration;
   PipelineOptions po;
   po.eval.seed = a.seed;
   po.eval.timing.timer = a.timer;
@@ -137,7 +135,7 @@ int Run(const EvalArgs& a) {
   po.eval.timeout_factor = a.timeout_factor;
   po.eval.skip_timing = a.no_timing;
   auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
-  auto pipe = Pipeline::Create(*op, *dtype, pool->get(), *cal, compiler, po);
+  auto pipe = Pipeline::Create(*op, *dtype, pool.get(), cal, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Ladder> ladders = (*pipe)->Run(inputs);
@@ -151,7 +149,7 @@ int Run(const EvalArgs& a) {
       auto req = (*pipe)->Request(l);
       if (!req.ok()) continue;
       ProfileOptions popt;
-      for (const auto& d : (*pool)->Devices())
+      for (const auto& d : pool->Devices())
         if (d.uuid == l.device_uuid) popt.device = d.ordinal;
       popt.workdir = (fs::temp_directory_path() / ("kevolve-profile-" + std::to_string(getpid()) + "-" + std::to_string(i))).string();
       ProfileResult pr = Profile(*req, l.compiled, l.timings, popt);
@@ -189,10 +187,10 @@ int Run(const EvalArgs& a) {
   if (a.json) std::printf("%s\n", out.dump(2).c_str());
   if (!a.json && ladders.size() > 1)
     std::printf("%zu candidates (%d failed) in %.1f s on %zu GPU(s): %.0f candidates per GPU-minute\n", ladders.size(),
-                failed, wall_s, (*pool)->Devices().size(),
-                ladders.size() / (wall_s / 60.0) / static_cast<double>((*pool)->Devices().size()));
-  if ((*pool)->restarts() > 0 && !a.json)
-    std::printf("%d worker restart(s) after faulty candidates\n", (*pool)->restarts());
+                failed, wall_s, pool->Devices().size(),
+                ladders.size() / (wall_s / 60.0) / static_cast<double>(pool->Devices().size()));
+  if (pool->restarts() > 0 && !a.json)
+    std::printf("%d worker restart(s) after faulty candidates\n", pool->restarts());
   return failed ? kExitFailed : kExitOk;
 }
 

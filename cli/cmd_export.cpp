@@ -33,21 +33,17 @@ int Run(const ExportArgs& a) {
   if (!op.ok()) { PrintError(op.error()); return kExitUsage; }
   auto dtype = ResolveDType(*op, run->dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
-  auto gpus = ListGpus();
-  if (!gpus.ok()) {
+  if (auto gpus = ListGpus(); !gpus.ok()) {
     PrintError(NoGpuMessage(gpus.error() + " (export re-checks every survivor on the held-out shapes)"));
     return kExitNoGpu;
   }
-  WorkerPoolOptions wo;
-  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
-  auto pool = WorkerPool::Start(wo);
-  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
-  auto cal = LoadOrCalibrate(**pool, store->get(), false, true);
-  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  int rc = kExitOk;
+  auto gpu = StartGpus(store->get(), false, true, &rc);
+  if (!gpu) return rc;
   PipelineOptions po;
   if (run->config.contains("arch")) po.arch = run->config["arch"].get<std::string>();
   auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
-  auto pipe = Pipeline::Create(*op, *dtype, pool->get(), *cal, compiler, po);
+  auto pipe = Pipeline::Create(*op, *dtype, gpu->pool.get(), gpu->calibration, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
   ExportOptions eo{a.run, a.top, a.out.empty() ? (fs::path("runs") / std::to_string(a.run) / "best").string() : a.out,
                    a.profile};

@@ -119,24 +119,21 @@ int Run(CLI::App& app, RunArgs a) {
     cfg.time_limit_s = *t;
   }
   if (Status s = ValidateRunConfig(cfg); !s.ok()) { PrintError(s.message()); return kExitUsage; }
-  auto gpus = ListGpus();
-  if (!gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
+  if (auto gpus = ListGpus(); !gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
   if (!store) {
     auto s = db::OpenSqliteStore(a.db);
     if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
     store = std::move(*s);
   }
-  WorkerPoolOptions wo;
-  for (const auto& g : *gpus) wo.devices.push_back(g.ordinal);
-  auto pool = WorkerPool::Start(wo);
-  if (!pool.ok()) { PrintError(pool.error()); return kExitNoGpu; }
-  auto cal = LoadOrCalibrate(**pool, store.get(), false, true);
-  if (!cal.ok()) { PrintError(cal.error()); return kExitFailed; }
+  int rc = kExitOk;
+  auto gpu = StartGpus(store.get(), false, true, &rc);
+  if (!gpu) return rc;
+  auto& pool = gpu->pool;
   PipelineOptions po;
   po.eval.seed = cfg.seed;
   po.eval.timing.timer = cfg.timer;
   auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
-  auto pipe = Pipeline::Create(*op, *dtype, pool->get(), *cal, compiler, po);
+  auto pipe = Pipeline::Create(*op, *dtype, pool.get(), gpu->calibration, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
   PipelineEvaluator evaluator(pipe->get());
   SteadyClock clock;
@@ -169,7 +166,7 @@ int Run(CLI::App& app, RunArgs a) {
 
   std::signal(SIGINT, OnSigint);
   std::fprintf(stderr, "kevolve: %s %s on %zu GPU(s), %d generations of %d, %d islands, seed %llu, db %s%s\n",
-               op->name.c_str(), DTypeName(*dtype), (*pool)->Devices().size(), cfg.generations, cfg.population,
+               op->name.c_str(), DTypeName(*dtype), pool->Devices().size(), cfg.generations, cfg.population,
                cfg.islands, static_cast<unsigned long long>(cfg.seed), a.db.c_str(),
                a.resume ? (", resuming run " + std::to_string(a.resume)).c_str() : "");
   auto result = search.Run(a.resume, &g_interrupt, [&](const GenerationReport& r) {
