@@ -311,7 +311,7 @@ TEST_CASE("LLM calls round-trip through the store", "[db]") {
   CHECK(Query(path, "SELECT count(*) FROM llm_spend") == "2");
 }
 
-TEST_CASE("a version 1 database migrates to version 2 keeping its rows", "[db]") {
+TEST_CASE("a version 1 database migrates to the latest version keeping its rows", "[db]") {
   Scratch tmp("migrate-v1");
   std::string path = (tmp.dir() / "kevolve.db").string();
   int64_t run_id = 0;
@@ -328,7 +328,7 @@ TEST_CASE("a version 1 database migrates to version 2 keeping its rows", "[db]")
   // Back to version 1: what version 2 added is removed.
   Exec(path,
        "DROP VIEW llm_spend; DROP TABLE llm_calls; DROP TABLE context_chunks; "
-       "DROP TABLE context_files; UPDATE schema_version SET version = 1;");
+       "DROP TABLE context_files; DROP TABLE run_members; UPDATE schema_version SET version = 1;");
   CHECK(Query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'llm_calls'") == "0");
 
   SECTION("through the store") {

@@ -581,7 +581,7 @@ TEST_CASE("config loader: errors name the file and the field", "[llm]") {
 }
 
 TEST_CASE("config loader: the shipped example loads", "[llm]") {
-  auto r = LoadProviderConfigs((kevolve::testing::SourceRoot() / "configs" / "llm.json").string());
+  auto r = LoadProviderConfigs((kevolve::testing::SourceRoot() / "configs" / "llm.example.json").string());
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   CHECK(r->size() >= 4);
