@@ -91,9 +91,14 @@ int Run(const EvalArgs& a) {
     if (!text.ok()) { PrintError(text.error()); return kExitUsage; }
     CandidateInput in{fs::path(f).filename().string(), *text, {}};
     if (auto parsed = CandidateSource::Parse(*text, in.name); parsed.ok()) in.params = parsed->DefaultAssignment();
+    auto parsed_in = CandidateSource::Parse(*text, in.name);
     for (const auto& kv : a.params) {
       auto eq = kv.find('=');
       if (eq == std::string::npos) { PrintError("--param expects NAME=VALUE"); return kExitUsage; }
+      if (parsed_in.ok() && !parsed_in->FindParam(kv.substr(0, eq))) {
+        PrintError("--param " + kv.substr(0, eq) + ": " + in.name + " has no parameter '" + kv.substr(0, eq) + "'");
+        return kExitUsage;
+      }
       try {
         in.params[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
       } catch (const std::exception&) {

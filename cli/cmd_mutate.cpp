@@ -49,15 +49,22 @@ int Run(const MutateArgs& a) {
   }
   std::string root = FindProjectRoot();
   std::string cfg_path = a.llm_config.empty() ? (fs::path(root) / "configs" / "llm.json").string() : a.llm_config;
+  if (!a.llm_config.empty() && !fs::exists(cfg_path)) {
+    PrintError("no LLM config at '" + cfg_path + "'");
+    return kExitUsage;
+  }
   auto configs = fs::exists(cfg_path) ? llm::LoadProviderConfigs(cfg_path)
                                       : Result<std::vector<llm::ProviderConfig>>(std::vector<llm::ProviderConfig>{});
   if (!configs.ok()) { PrintError(configs.error()); return kExitUsage; }
+  // --provider NAME, else the first provider with a weight above 0, else the first.
   const llm::ProviderConfig* cfg = nullptr;
   for (const auto& c : *configs)
-    if (a.provider.empty() ? !cfg : c.name == a.provider) cfg = &c;
-  if (!cfg) {
+    if (a.provider.empty() ? (!cfg && c.weight > 0) : c.name == a.provider) cfg = &c;
+  if (!cfg && a.provider.empty() && !configs->empty()) cfg = &configs->front();
+  if (!cfg && !a.dry_run) {
     PrintError(a.provider.empty() ? "no LLM provider configured in " + cfg_path +
-                                        ": add one (see README, 'LLM operators'), e.g. a local OpenAI-compatible server"
+                                        ": copy configs/llm.example.json to configs/llm.json and keep a provider "
+                                        "(README, 'LLM operators')"
                                   : "no provider named '" + a.provider + "' in " + cfg_path);
     return kExitUsage;
   }
@@ -110,19 +117,20 @@ int Run(const MutateArgs& a) {
     PrintError("context index unavailable: " + index.error());
   }
   llm::MutationContext ctx = BuildMutationContext(*op, *dtype, parent, store.get(), idx.get(), std::nullopt);
-  std::shared_ptr<llm::HttpTransport> transport = llm::MakeCurlTransport();
-  auto provider = llm::MakeProvider(*cfg, transport);
-  if (!provider.ok()) { PrintError(provider.error()); return kExitUsage; }
-  llm::CostMeter meter(a.max_cost);
-  llm::Mutator mutator(provider->get(), &meter, {a.max_prompt_chars, a.repairs});
   bool diff = a.op_kind == "llm_diff";
-  if (a.dry_run) {
-    llm::BuiltPrompt p = mutator.Prompt(ctx, diff);
+  if (a.dry_run) {  // the prompt only: no provider is called (or needed)
+    llm::Mutator preview(nullptr, nullptr, {a.max_prompt_chars, a.repairs});
+    llm::BuiltPrompt p = preview.Prompt(ctx, diff);
     std::printf("### system\n%s\n\n### user\n%s\n", p.system.c_str(), p.user.c_str());
     std::fprintf(stderr, "prompt: %zu chars (~%zu tokens)%s\n", p.chars(), p.chars() / 4,
                  p.dropped.empty() ? "" : ", trimmed to fit the budget");
     return kExitOk;
   }
+  std::shared_ptr<llm::HttpTransport> transport = llm::MakeCurlTransport();
+  auto provider = llm::MakeProvider(*cfg, transport);
+  if (!provider.ok()) { PrintError(provider.error()); return kExitUsage; }
+  llm::CostMeter meter(a.max_cost);
+  llm::Mutator mutator(provider->get(), &meter, {a.max_prompt_chars, a.repairs});
 
   std::string arch = a.arch.empty() ? DefaultArch() : a.arch;
   NvrtcCompiler nvrtc;
@@ -149,8 +157,9 @@ int Run(const MutateArgs& a) {
     tout += c.reply.tokens_out;
     cost += c.reply.cost_usd;
   }
-  std::printf("%s via %s (%s): prompt %zu chars, %zu call(s), tokens in %lld out %lld, cost $%.4f, repair turns %d\n",
-              a.op_kind.c_str(), cfg->name.c_str(), cfg->model.c_str(), m.prompt_chars, m.calls.size(),
+  std::string via = cfg->name + (cfg->model.empty() ? "" : " (" + cfg->model + ")");
+  std::printf("%s via %s: prompt %zu chars, %zu call(s), tokens in %lld out %lld, cost $%.4f, repair turns %d\n",
+              a.op_kind.c_str(), via.c_str(), m.prompt_chars, m.calls.size(),
               static_cast<long long>(tin), static_cast<long long>(tout), cost, m.repair_turns);
   if (store) RecordCalls(*store, m, std::nullopt, parent.id, std::nullopt);
   if (m.calls.empty() || (!m.ok && last_rungs.empty())) {
@@ -181,14 +190,14 @@ Handler AddMutateCommand(CLI::App& app) {
       "  kevolve mutate --op softmax --parent configs/ops/softmax/seeds/block_row.cu --dry-run");
   sub->add_option("--op", a->op, "Op the parent implements")->required();
   sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
-  sub->add_option("--operator", a->op_kind, "llm_rewrite (a whole new file) or llm_diff (SEARCH/REPLACE edits)");
+  sub->add_option("--operator", a->op_kind, "llm_rewrite (a whole new file; the default) or llm_diff (SEARCH/REPLACE edits)");
   sub->add_option("--parent", a->parent, "A .cu file, or a candidate id in --db")->required();
   sub->add_option("--out", a->out, "Where to write the child (default: <parent>-<operator>.cu)");
   sub->add_option("--provider", a->provider, "Provider name in the LLM config (default: the first)");
   sub->add_option("--llm-config", a->llm_config, "LLM provider configuration (default: configs/llm.json)");
   sub->add_option("--db", a->db, "Database: parent candidates, context index, and where calls are recorded");
   sub->add_option("--context-dir", a->context_dirs, "More folders to index and retrieve snippets from (repeatable)");
-  sub->add_option("--max-cost", a->max_cost, "Stop calling the LLM once this many USD are spent");
+  sub->add_option("--max-cost", a->max_cost, "Stop calling the LLM once this many USD are spent")->check(CLI::Range(0.0, 1e9));
   sub->add_option("--repairs", a->repairs, "Compile-error repair turns (default 2)");
   sub->add_option("--max-prompt-chars", a->max_prompt_chars, "Prompt size budget (default 60000)");
   sub->add_option("--arch", a->arch, "Architecture for the compile rung (default: the GPU's own, else sm_90)");

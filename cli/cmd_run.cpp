@@ -119,6 +119,11 @@ int Run(CLI::App& app, RunArgs a) {
     cfg.time_limit_s = *t;
   }
   if (Status s = ValidateRunConfig(cfg); !s.ok()) { PrintError(s.message()); return kExitUsage; }
+  // The LLM configuration is checked before any GPU work, so a broken file shows at once.
+  std::string llm_path = a.llm_config.empty() ? (fs::path(FindProjectRoot()) / "configs" / "llm.json").string() : a.llm_config;
+  if (!a.llm_config.empty() && !fs::exists(llm_path)) { PrintError("no LLM config at '" + llm_path + "'"); return kExitUsage; }
+  auto providers = LoadProviders(llm_path);
+  if (!providers.ok()) { PrintError(providers.error()); return kExitUsage; }
   if (auto gpus = ListGpus(); !gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
   if (!store) {
     auto s = db::OpenSqliteStore(a.db);
@@ -140,9 +145,6 @@ int Run(CLI::App& app, RunArgs a) {
   Search search(*op, *dtype, cfg, store.get(), &evaluator, &clock);
 
   // LLM operators: on when a provider is configured, else one line says how.
-  std::string llm_path = a.llm_config.empty() ? (fs::path(FindProjectRoot()) / "configs" / "llm.json").string() : a.llm_config;
-  auto providers = LoadProviders(llm_path);
-  if (!providers.ok()) { PrintError(providers.error()); return kExitUsage; }
   std::unique_ptr<LlmBreeder> llm;
   std::unique_ptr<db::ContextIndex> index;
   if (providers->empty()) {
@@ -175,6 +177,12 @@ int Run(CLI::App& app, RunArgs a) {
   });
   std::signal(SIGINT, SIG_DFL);
   if (!result.ok()) { PrintError(result.error()); return kExitFailed; }
+  if (auto run = store->GetRun(result->run_id); run.ok()) {
+    run->cost_usd += llm ? llm->spent() : 0.0;
+    run->devices = nlohmann::json::array();
+    for (const auto& d : pool->Devices()) run->devices.push_back({{"uuid", d.uuid}, {"name", d.name}, {"arch", d.arch}});
+    store->UpdateRun(*run);
+  }
   if (llm) std::printf("LLM spend: $%.4f\n", llm->spent());
   std::printf("run %lld stopped (%s): %d generations done, %lld candidates evaluated\n",
               static_cast<long long>(result->run_id), result->stop_reason.c_str(), result->generations_done,
@@ -203,22 +211,22 @@ Handler AddRunOptions(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   app.add_option("--op", a->op, "Op to search kernels for (see 'kevolve ops')");
   app.add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
-  app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)")->check(CLI::NonNegativeNumber);
+  app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   app.add_option("--time", a->time, "Stop after this long: 90s, 30m, 2h, 1h30m");
   app.add_option("--target", a->target, "Stop once the best fitness (roofline fraction) reaches this");
   app.add_option("--db", a->db, "Candidate database (default: kevolve.db)");
-  app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)")->check(CLI::NonNegativeNumber);
-  app.add_option("--population", a->population, "Children per generation (default: configs/run.json)")->check(CLI::PositiveNumber);
-  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)")->check(CLI::PositiveNumber);
+  app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  app.add_option("--population", a->population, "Children per generation (default: configs/run.json)")->check(CLI::Range(1, 1000000));
+  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)")->check(CLI::Range(1, 1000000));
   app.add_option("--timer", a->timer, "events or cupti");
   app.add_option("--config", a->config, "Run configuration file (default: configs/run.json)");
   app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
-  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::PositiveNumber);
+  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::Range(1, 1000000));
   app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
   app.add_option("--llm-config", a->llm_config, "LLM providers (default: configs/llm.json; absent = LLM operators off)");
-  app.add_option("--max-cost", a->max_cost, "Stop LLM calls once this many USD are spent");
+  app.add_option("--max-cost", a->max_cost, "Stop LLM calls once this many USD are spent")->check(CLI::Range(0.0, 1e9));
   app.add_option("--context-dir", a->context_dirs, "More folders for the LLM prompts' snippets (repeatable)");
-  app.add_option("--llm-in-flight", a->llm_in_flight, "Concurrent LLM calls (default 8)");
+  app.add_option("--llm-in-flight", a->llm_in_flight, "Concurrent LLM calls (default 8)")->check(CLI::Range(1, 256));
   app.add_flag("--profile", a->profile, "Add Nsight Compute reports to the export");
   return [a, &app] { return Run(app, *a); };
 }

@@ -157,7 +157,11 @@ Result<OpSpec> LoadOpSpec(const std::string& dir) {
     return r.ToStatus();
   }
   r.OnlyKeys(j, {"name", "description", "sizes", "scalars", "buffers", "dtypes", "deterministic",
-                 "inputs", "tolerance", "cost", "reference", "seeds", "shapes"}, "");
+                 "inputs", "tolerance", "cost", "reference", "seeds", "shapes", "compute"}, "");
+  op.compute = r.String(j, "compute", "", false, "fp32");
+  if (op.compute != "fp32" && op.compute != "bf16_tensor" && op.compute != "f16_tensor" &&
+      op.compute != "tf32_tensor" && op.compute != "fp8_tensor")
+    r.Error("compute", "must be fp32, bf16_tensor, f16_tensor, tf32_tensor or fp8_tensor");
   op.name = r.String(j, "name", "");
   op.description = r.String(j, "description", "", false);
   op.deterministic = r.Bool(j, "deterministic", "", false, true);

@@ -1,9 +1,11 @@
 #include "kevolve/engine/pipeline.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "kevolve/core/hash.h"
 #include "kevolve/core/json_file.h"
+#include "kevolve/core/paths.h"
 #include "kevolve/evaluators/compile_pool.h"
 
 namespace kevolve {
@@ -57,6 +59,23 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(const OpSpec& op, DType dtype
   }
   if (options.arch.empty()) options.arch = "sm_90";
   p->options_ = std::move(options);
+  // Tensor-core ops: the compute roof is the datasheet rate of configs/gpus.json.
+  if (op.compute != "fp32" && executor) {
+    std::string path = (std::filesystem::path(FindProjectRoot()) / "configs" / "gpus.json").string();
+    auto peaks = ReadJsonFile(path);
+    if (!peaks.ok()) return Status::Error("op " + op.name + " needs " + op.compute + " peaks: " + peaks.error());
+    for (const auto& d : executor->Devices()) {
+      auto it = peaks->find(d.name);
+      std::string key = op.compute + "_tflops";
+      if (it == peaks->end() || !it->contains(key) || !(*it)[key].is_number())
+        return Status::Error(path + ": no \"" + key + "\" for device \"" + d.name + "\" (op " + op.name +
+                             " is bounded by " + op.compute + ")");
+      auto cal = p->calibration_.find(d.uuid);
+      if (cal == p->calibration_.end()) continue;
+      cal->second.fp32_gflops = (*it)[key].get<double>() * 1000.0;
+      cal->second.details["compute_peak"] = {{"kind", op.compute}, {"gflops", cal->second.fp32_gflops}, {"from", path}};
+    }
+  }
   auto text = ReadTextFile(op.reference);
   if (!text.ok()) return text.status();
   auto ref = CandidateSource::Parse(*text, op.reference);

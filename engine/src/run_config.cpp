@@ -27,6 +27,8 @@ Status ValidateRunConfig(const RunConfig& c) {
   if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
   double total = 0;
   for (const auto& [k, v] : c.operator_mix) {
+    if (k != "param_tweak" && k != "crossover" && k != "llm_rewrite" && k != "llm_diff")
+      return bad("operator_mix." + k, "is no operator (param_tweak, crossover, llm_rewrite, llm_diff)");
     if (v < 0) return bad("operator_mix." + k, "must be >= 0");
     total += v;
   }

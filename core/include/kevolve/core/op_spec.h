@@ -59,6 +59,9 @@ struct OpSpec {
   std::vector<DType> dtypes;
   std::map<DType, Tolerance> tolerances;
   bool deterministic = true;    // nondeterministic output fails correctness
+  // Which peak bounds the flops: "fp32" (measured FMA peak) or a tensor-core rate from
+  // configs/gpus.json: "bf16_tensor", "f16_tensor", "tf32_tensor", "fp8_tensor".
+  std::string compute = "fp32";
   Expr cost_bytes;              // fewest bytes that must move, in terms of sizes, sizeof_T
   Expr cost_flops;
   std::string reference;        // absolute path of the reference kernel (.cu)
