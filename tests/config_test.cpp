@@ -1,0 +1,58 @@
+// Run configuration and the op spec's compute field.
+#include <catch2/catch.hpp>
+
+#include "kevolve/core/op_spec.h"
+#include "kevolve/engine/run_config.h"
+#include "test_util.h"
+
+using namespace kevolve;
+
+TEST_CASE("run config: defaults, overrides, durations and operator names", "[core]") {
+  auto dir = testing::MakeTempDir("runcfg");
+  auto shipped = LoadRunConfig((testing::SourceRoot() / "configs/run.json").string());
+  REQUIRE(shipped.ok());
+  CHECK(shipped->generations == 50);
+  CHECK(shipped->operator_mix.count("llm_diff") == 1);
+  testing::WriteFile(dir / "a.json", "// partial\n{\"population\": 5, \"islands\": 2}\n");
+  auto partial = LoadRunConfig((dir / "a.json").string());
+  REQUIRE(partial.ok());
+  CHECK(partial->population == 5);
+  CHECK(partial->generations == 50);  // the default
+  auto back = RunConfigFromJson(partial->ToJson());
+  REQUIRE(back.ok());
+  CHECK(back->ToJson() == partial->ToJson());
+  testing::WriteFile(dir / "b.json", "{\"operator_mix\": {\"llm_difff\": 1}}");
+  auto typo = LoadRunConfig((dir / "b.json").string());
+  REQUIRE_FALSE(typo.ok());
+  CHECK(typo.error().find("operator_mix.llm_difff") != std::string::npos);
+  testing::WriteFile(dir / "c.json", "{\"populaton\": 5}");
+  auto unknown = LoadRunConfig((dir / "c.json").string());
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().find("field 'populaton': unknown field") != std::string::npos);
+  CHECK(*ParseDuration("90s") == 90);
+  CHECK(*ParseDuration("1h30m") == 5400);
+  CHECK(*ParseDuration("2h") == 7200);
+  CHECK_FALSE(ParseDuration("soon").ok());
+}
+
+TEST_CASE("op spec: the compute field names a known peak", "[core]") {
+  auto dir = testing::MakeTempDir("compute");
+  std::string spec = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/op.json");
+  for (const char* f : {"reference.cu", "seeds/warp_row.cu", "seeds/block_row.cu"})
+    testing::WriteFile(dir / f, testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax" / f));
+  auto with = [&](const std::string& compute) {
+    std::string s = spec;
+    s.insert(s.find('{') + 1, "\"compute\": \"" + compute + "\",");
+    testing::WriteFile(dir / "op.json", s);
+    return LoadOpSpec(dir.string());
+  };
+  auto fp32 = LoadOpSpec((testing::SourceRoot() / "configs/ops/softmax").string());
+  REQUIRE(fp32.ok());
+  CHECK(fp32->compute == "fp32");
+  auto tensor = with("bf16_tensor");
+  REQUIRE(tensor.ok());
+  CHECK(tensor->compute == "bf16_tensor");
+  auto bad = with("bf17");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().find("field 'compute'") != std::string::npos);
+}
