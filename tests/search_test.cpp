@@ -6,6 +6,7 @@
 
 #include "kevolve/core/hash.h"
 #include "kevolve/engine/search.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
 #include "test_util.h"
 
 using namespace kevolve;
@@ -243,4 +244,43 @@ TEST_CASE("a second run in the same database adopts recorded results instead of 
   REQUIRE(r3.ok());
   CHECK(r3->generations_done == 6);
   CHECK(r3->best->fitness >= r2->best->fitness);
+}
+
+TEST_CASE("LLM children enter the search and every call is recorded", "[engine][llm]") {
+  World w;
+  // The replay provider answers every call with the same edit of the landscape source.
+  testing::WriteFile(w.dir / "replies" / "r0.txt",
+                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
+  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
+                                             (w.dir / "replies").string() + "\"}}}");
+  auto providers = LoadProviders((w.dir / "llm.json").string());
+  REQUIRE(providers.ok());
+  REQUIRE(providers->size() == 1);
+  auto compiler = std::make_shared<NvrtcCompiler>();
+  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, compiler, "sm_90", {}, 2);
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig cfg = Config(3, 8);
+  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  db::CandidateQuery q;
+  q.run_id = r->run_id;
+  auto all = w.store->ListCandidates(q);
+  REQUIRE(all.ok());
+  int llm_children = 0;
+  for (const auto& c : *all) llm_children += c.op_name == "llm_diff";
+  CHECK(llm_children >= 1);  // the same edit gives the same child: later ones are duplicates
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  REQUIRE(!calls->empty());
+  int with_child = 0;
+  for (const auto& c : *calls) {
+    CHECK(c.provider == "rec");
+    CHECK(c.parent_id.has_value());
+    with_child += c.candidate_id.has_value();
+  }
+  CHECK(with_child >= 1);
 }
