@@ -38,23 +38,27 @@ std::string LlmBreeder::CompileLog(const std::string& name, const std::string& s
   return c.ok ? "" : c.log;
 }
 
-std::vector<LlmChild> LlmBreeder::Run(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
-                                      std::optional<int64_t> run_id, std::mt19937_64& rng) {
-  std::vector<LlmChild> out(reqs.size());
-  // Prompts are built here, on the caller's thread: the store is single-threaded.
-  std::vector<llm::MutationContext> ctx;
-  std::vector<llm::Provider*> chosen;
+LlmBreeder::Prepared LlmBreeder::Prepare(const std::vector<LlmRequest>& reqs, db::Store* store,
+                                         db::ContextIndex* index, std::optional<int64_t> run_id,
+                                         std::mt19937_64& rng) {
+  Prepared p;
+  p.reqs = reqs;
   std::vector<double> weights;
-  for (const auto& p : providers_) weights.push_back(p->broken() ? 0.0 : p->config().weight);
+  for (const auto& pr : providers_) weights.push_back(pr->broken() ? 0.0 : pr->config().weight);
   double total = 0;
   for (double w : weights) total += w;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    out[i].request = reqs[i];
-    ctx.push_back(BuildMutationContext(op_, dtype_, reqs[i].parent, store, index, run_id));
-    llm::Provider* p = nullptr;
-    if (total > 0) p = providers_[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)].get();
-    chosen.push_back(p);
+    p.ctx.push_back(BuildMutationContext(op_, dtype_, reqs[i].parent, store, index, run_id));
+    llm::Provider* chosen = nullptr;
+    if (total > 0) chosen = providers_[std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng)].get();
+    p.chosen.push_back(chosen);
   }
+  return p;
+}
+
+std::vector<LlmChild> LlmBreeder::Execute(const Prepared& p) {
+  std::vector<LlmChild> out(p.reqs.size());
+  for (size_t i = 0; i < p.reqs.size(); ++i) out[i].request = p.reqs[i];
   std::mutex mu;  // guards `next`
   size_t next = 0;
   auto worker = [&] {
@@ -62,27 +66,32 @@ std::vector<LlmChild> LlmBreeder::Run(const std::vector<LlmRequest>& reqs, db::S
       size_t i;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (next >= reqs.size()) return;
+        if (next >= p.reqs.size()) return;
         i = next++;
       }
-      if (!chosen[i]) {
+      if (!p.chosen[i]) {
         out[i].outcome.error = "no LLM provider available";
         continue;
       }
-      llm::Mutator m(chosen[i], &meter_, options_);
-      const LlmRequest& r = reqs[i];
+      llm::Mutator m(p.chosen[i], &meter_, options_);
+      const LlmRequest& r = p.reqs[i];
       std::string name = "llm-" + std::to_string(i) + ".cu";
       auto check = [&](const std::string& src) { return CompileLog(name, src); };
-      out[i].outcome = r.op_name == "repair" ? m.RepairCorrectness(ctx[i], r.repair_source, r.repair_report, check)
-                                             : m.Mutate(ctx[i], r.op_name == "llm_diff", check);
+      out[i].outcome = r.op_name == "repair" ? m.RepairCorrectness(p.ctx[i], r.repair_source, r.repair_report, check)
+                                             : m.Mutate(p.ctx[i], r.op_name == "llm_diff", check);
       if (out[i].outcome.ok) out[i].name = "llm-" + Sha256Hex(out[i].outcome.child_source).substr(0, 10) + ".cu";
     }
   };
   std::vector<std::future<void>> pool;
-  for (int t = 0; t < max_in_flight_ && t < static_cast<int>(reqs.size()); ++t)
+  for (int t = 0; t < max_in_flight_ && t < static_cast<int>(p.reqs.size()); ++t)
     pool.push_back(std::async(std::launch::async, worker));
   for (auto& f : pool) f.get();
   return out;
+}
+
+std::vector<LlmChild> LlmBreeder::Run(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
+                                      std::optional<int64_t> run_id, std::mt19937_64& rng) {
+  return Execute(Prepare(reqs, store, index, run_id, rng));
 }
 
 Result<std::vector<std::unique_ptr<llm::Provider>>> LoadProviders(const std::string& config_path) {

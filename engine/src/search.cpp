@@ -140,8 +140,9 @@ std::vector<Search::Proposal2> Search::SeedProposals(std::mt19937_64& rng) {
   return out;
 }
 
-std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
+std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_generation) {
   std::vector<Proposal2> out;
+  CollectLlmChildren(&out);  // asked for during the previous generation
   std::vector<std::pair<std::string, double>> mix(cfg_.operator_mix.begin(), cfg_.operator_mix.end());
   bool llm_on = llm_ && llm_->available();
   auto is_llm = [](const std::string& n) { return n == "llm_rewrite" || n == "llm_diff"; };
@@ -214,24 +215,34 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng) {
     if (!p.ok()) p = tweak.Apply({view(*parent)}, rng);  // e.g. no crossover partner yet
     if (p.ok()) add(*p, parent->island);
   }
-  if (!llm_reqs.empty()) {
-    std::vector<LlmChild> kids = llm_->Run(llm_reqs, store_, index_, run_id_, rng);
-    for (size_t k = 0; k < kids.size(); ++k) {
-      PendingCalls pc{"", kids[k]};
-      if (kids[k].outcome.ok) {
-        auto src = Intern(kids[k].name, kids[k].outcome.child_source);
-        if (src) {
-          Assignment a = src->DefaultAssignment();
-          std::vector<int64_t> parents;
-          if (kids[k].request.parent.id) parents.push_back(*kids[k].request.parent.id);
-          out.push_back({src, a, parents, kids[k].request.op_name, llm_islands[k], ""});
-          pc.hash = eval_->Hash(*src, a);
-        }
-      }
-      pending_calls_.push_back(std::move(pc));
-    }
+  // The LLM calls go on while this generation is compiled and evaluated; their children
+  // join the next generation (see CollectLlmChildren). None are asked for in the last.
+  if (!llm_reqs.empty() && !last_generation) {
+    auto prepared = std::make_shared<LlmBreeder::Prepared>(llm_->Prepare(llm_reqs, store_, index_, run_id_, rng));
+    LlmBreeder* llm = llm_;
+    llm_future_ = std::async(std::launch::async, [llm, prepared] { return llm->Execute(*prepared); });
+    llm_future_islands_ = llm_islands;
   }
   return out;
+}
+
+void Search::CollectLlmChildren(std::vector<Proposal2>* out) {
+  if (!llm_future_.valid()) return;
+  std::vector<LlmChild> kids = llm_future_.get();
+  for (size_t k = 0; k < kids.size(); ++k) {
+    PendingCalls pc{"", kids[k]};
+    if (kids[k].outcome.ok && out) {
+      auto src = Intern(kids[k].name, kids[k].outcome.child_source);
+      if (src) {
+        Assignment a = src->DefaultAssignment();
+        std::vector<int64_t> parents;
+        if (kids[k].request.parent.id) parents.push_back(*kids[k].request.parent.id);
+        out->push_back({src, a, parents, kids[k].request.op_name, llm_future_islands_[k], "", false});
+        pc.hash = eval_->Hash(*src, a);
+      }
+    }
+    pending_calls_.push_back(std::move(pc));
+  }
 }
 
 void Search::RecordLlmCalls(int64_t run_id) {
@@ -278,7 +289,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   for (int g = run.generations_done; g < cfg_.generations; ++g) {
     double tg = clock_->Seconds();
     std::mt19937_64 rng(Mix(cfg_.seed, static_cast<uint64_t>(g)));
-    std::vector<Proposal2> props = g == 0 ? SeedProposals(rng) : Breed(rng);
+    std::vector<Proposal2> props = g == 0 ? SeedProposals(rng) : Breed(rng, g + 1 == cfg_.generations);
     if (props.empty()) {
       result.stop_reason = archive_.empty() ? "no_parents" : "no_proposals";
       break;
@@ -418,6 +429,11 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
       result.stop_reason = "target";
       break;
     }
+  }
+  // Calls still in flight are waited for and recorded (their children are not evaluated).
+  if (llm_future_.valid()) {
+    CollectLlmChildren(nullptr);
+    RecordLlmCalls(run.id);
   }
   run.status = result.stop_reason == "interrupted" ? "interrupted" : "finished";
   store_->UpdateRun(run);

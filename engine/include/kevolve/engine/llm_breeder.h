@@ -48,6 +48,18 @@ class LlmBreeder {
   std::vector<LlmChild> Run(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
                             std::optional<int64_t> run_id, std::mt19937_64& rng);
 
+  // Run in two halves, so the calls can go on while the GPUs evaluate: Prepare builds
+  // the prompts and picks providers (caller's thread: it reads the store); Execute makes
+  // the calls and touches neither the store nor the caller's state (any thread).
+  struct Prepared {
+    std::vector<LlmRequest> reqs;
+    std::vector<llm::MutationContext> ctx;
+    std::vector<llm::Provider*> chosen;
+  };
+  Prepared Prepare(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
+                   std::optional<int64_t> run_id, std::mt19937_64& rng);
+  std::vector<LlmChild> Execute(const Prepared& prepared);
+
  private:
   std::string CompileLog(const std::string& name, const std::string& source) const;
   OpSpec op_;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,7 +90,10 @@ class Search {
   };
   Status LoadSeeds();
   std::vector<Proposal2> SeedProposals(std::mt19937_64& rng);
-  std::vector<Proposal2> Breed(std::mt19937_64& rng);
+  std::vector<Proposal2> Breed(std::mt19937_64& rng, bool last_generation);
+  // Waits for the LLM calls of the previous generation; their children go to *out (when
+  // given), their calls to pending_calls_.
+  void CollectLlmChildren(std::vector<Proposal2>* out);
   std::shared_ptr<const CandidateSource> Intern(const std::string& name, const std::string& text);
   Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
                   int island, int generation, const nlohmann::json& features) const;
@@ -118,6 +122,8 @@ class Search {
   std::vector<PendingCalls> pending_calls_;
   std::vector<LlmRequest> pending_repairs_;  // LLM children that failed correctness
   std::map<int64_t, int> member_gen_;        // candidate id -> generation it joined this run
+  std::future<std::vector<LlmChild>> llm_future_;  // LLM calls in flight during an evaluation
+  std::vector<int> llm_future_islands_;
 };
 
 // One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2
