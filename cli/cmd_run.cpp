@@ -27,7 +27,7 @@ namespace {
 struct RunArgs {
   std::string op, dtype, db = "kevolve.db", config, time, timer, llm_config;
   std::vector<std::string> context_dirs;
-  double max_cost = 0;
+  double max_cost = -1;
   int llm_in_flight = 8;
   int gens = -1, population = -1, islands = -1, top = 3;
   int64_t seed = -1, resume = 0;
@@ -113,6 +113,7 @@ int Run(CLI::App& app, RunArgs a) {
   if (a.islands > 0) cfg.islands = a.islands;
   if (a.target >= 0) cfg.target_fraction = a.target;
   if (!a.timer.empty()) cfg.timer = a.timer;
+  if (a.max_cost >= 0) cfg.max_cost_usd = a.max_cost;
   if (!a.time.empty()) {
     auto t = ParseDuration(a.time);
     if (!t.ok()) { PrintError(t.error()); return kExitUsage; }
@@ -147,13 +148,22 @@ int Run(CLI::App& app, RunArgs a) {
   // LLM operators: on when a provider is configured, else one line says how.
   std::unique_ptr<LlmBreeder> llm;
   std::unique_ptr<db::ContextIndex> index;
+  double spent_before = 0;  // by earlier sessions of a resumed run
   if (providers->empty()) {
     std::fprintf(stderr, "kevolve: LLM operators off (no provider in %s): param_tweak and crossover only. To enable, "
                          "copy configs/llm.example.json to configs/llm.json and configure a provider.\n", llm_path.c_str());
   } else {
     size_t n = providers->size();
-    llm = std::make_unique<LlmBreeder>(*op, *dtype, std::move(*providers), a.max_cost, compiler, (*pipe)->arch(),
+    // The budget covers the whole run: a resumed run has what earlier sessions left.
+    double budget = cfg.max_cost_usd, spent = 0;
+    if (a.resume) {
+      if (auto calls = store->ListLlmCalls(a.resume); calls.ok())
+        for (const auto& c : *calls) spent += c.cost_usd;
+    }
+    llm = std::make_unique<LlmBreeder>(*op, *dtype, std::move(*providers), budget, compiler, (*pipe)->arch(),
                                        llm::MutatorOptions{}, a.llm_in_flight);
+    llm->AddSpent(spent);
+    spent_before = spent;
     if (auto ix = db::ContextIndex::Open(a.db); ix.ok()) {
       index = std::move(*ix);
       std::vector<std::string> dirs = {(fs::path(FindProjectRoot()) / "context").string()};
@@ -163,7 +173,7 @@ int Run(CLI::App& app, RunArgs a) {
     }
     search.EnableLlm(llm.get(), index.get());
     std::fprintf(stderr, "kevolve: LLM operators on: %zu provider(s) from %s%s\n", n, llm_path.c_str(),
-                 a.max_cost > 0 ? (", budget $" + std::to_string(a.max_cost)).c_str() : "");
+                 budget > 0 ? (", budget $" + std::to_string(budget) + ", spent $" + std::to_string(spent)).c_str() : "");
   }
 
   std::signal(SIGINT, OnSigint);
@@ -178,12 +188,12 @@ int Run(CLI::App& app, RunArgs a) {
   std::signal(SIGINT, SIG_DFL);
   if (!result.ok()) { PrintError(result.error()); return kExitFailed; }
   if (auto run = store->GetRun(result->run_id); run.ok()) {
-    run->cost_usd += llm ? llm->spent() : 0.0;
+    run->cost_usd += llm ? llm->spent() - spent_before : 0.0;
     run->devices = nlohmann::json::array();
     for (const auto& d : pool->Devices()) run->devices.push_back({{"uuid", d.uuid}, {"name", d.name}, {"arch", d.arch}});
     store->UpdateRun(*run);
   }
-  if (llm) std::printf("LLM spend: $%.4f\n", llm->spent());
+  if (llm) std::printf("LLM spend: $%.4f this session, $%.4f for the run\n", llm->spent() - spent_before, llm->spent());
   std::printf("run %lld stopped (%s): %d generations done, %lld candidates evaluated\n",
               static_cast<long long>(result->run_id), result->stop_reason.c_str(), result->generations_done,
               static_cast<long long>(result->evaluated));
@@ -224,7 +234,8 @@ Handler AddRunOptions(CLI::App& app) {
   app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::Range(1, 1000000));
   app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
   app.add_option("--llm-config", a->llm_config, "LLM providers (default: configs/llm.json; absent = LLM operators off)");
-  app.add_option("--max-cost", a->max_cost, "Stop LLM calls once this many USD are spent")->check(CLI::Range(0.0, 1e9));
+  app.add_option("--max-cost", a->max_cost, "Stop LLM calls once the run has spent this many USD (kept across --resume)")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--context-dir", a->context_dirs, "More folders for the LLM prompts' snippets (repeatable)");
   app.add_option("--llm-in-flight", a->llm_in_flight, "Concurrent LLM calls (default 8)")->check(CLI::Range(1, 256));
   app.add_flag("--profile", a->profile, "Add Nsight Compute reports to the export");

@@ -11,7 +11,8 @@ nlohmann::json RunConfig::ToJson() const {
           {"seed", seed}, {"population", population}, {"islands", islands},
           {"migration_interval", migration_interval}, {"migrants", migrants},
           {"elite_per_island", elite_per_island}, {"seed_samples", seed_samples},
-          {"local_search", local_search}, {"operator_mix", operator_mix}, {"timer", timer}};
+          {"local_search", local_search}, {"operator_mix", operator_mix}, {"timer", timer},
+          {"max_cost_usd", max_cost_usd}};
 }
 
 Status ValidateRunConfig(const RunConfig& c) {
@@ -25,6 +26,7 @@ Status ValidateRunConfig(const RunConfig& c) {
   if (c.time_limit_s < 0) return bad("time_limit_s", "must be >= 0");
   if (c.target_fraction < 0 || c.target_fraction > 1.5) return bad("target_fraction", "must be in [0, 1.5]");
   if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
+  if (c.max_cost_usd < 0) return bad("max_cost_usd", "must be >= 0");
   double total = 0;
   for (const auto& [k, v] : c.operator_mix) {
     if (k != "param_tweak" && k != "crossover" && k != "llm_rewrite" && k != "llm_diff")
@@ -43,7 +45,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   JsonReader r(path);
   r.OnlyKeys(j, {"generations", "time_limit_s", "target_fraction", "seed", "population", "islands",
                  "migration_interval", "migrants", "elite_per_island", "seed_samples", "local_search",
-                 "operator_mix", "timer"}, "");
+                 "operator_mix", "timer", "max_cost_usd"}, "");
   if (j.is_object() && j.contains("arch")) {
     nlohmann::json k = j;
     k.erase("arch");
@@ -61,6 +63,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   c.seed_samples = static_cast<int>(r.Integer(j, "seed_samples", "", false, c.seed_samples));
   c.local_search = static_cast<int>(r.Integer(j, "local_search", "", false, c.local_search));
   c.timer = r.String(j, "timer", "", false, c.timer);
+  c.max_cost_usd = r.Number(j, "max_cost_usd", "", false, c.max_cost_usd);
   if (const Json* mix = r.Field(j, "operator_mix", "", Json::value_t::object, false)) {
     c.operator_mix.clear();
     for (auto it = mix->begin(); it != mix->end(); ++it) {

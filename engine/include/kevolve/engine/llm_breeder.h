@@ -42,6 +42,8 @@ class LlmBreeder {
   // False once every provider is broken or the budget is spent.
   bool available() const;
   double spent() const { return meter_.spent(); }
+  // Counts money spent before this process (a resumed run's earlier sessions).
+  void AddSpent(double usd) { meter_.Add(usd); }
 
   // Runs every request; `store` and `index` (may be null) feed the prompts. Deterministic
   // provider choice given `rng`; the calls themselves run concurrently.

@@ -26,6 +26,7 @@ struct RunConfig {
   int local_search = 6;         // hybrid: param_tweak children for each new source
   std::map<std::string, double> operator_mix = {{"param_tweak", 0.7}, {"crossover", 0.3}};
   std::string timer = "events"; // events | cupti
+  double max_cost_usd = 0;      // LLM budget for the whole run, across resumes; 0 = none
 
   nlohmann::json ToJson() const;
 };
