@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One device call that exercises what has not yet run on a GPU (see the README's Status):
+#   - the [gpu] tests, timing the planted infinite loop (it should cost ~2 s, not minutes);
+#   - a search with LLM operators through the replay provider (children, repairs, llm_calls);
+#   - Ctrl-C (SIGINT) in the middle of a run, then --resume;
+#   - kill -9 in the middle of a run, then --resume (no duplicate rows, nothing lost);
+#   - export --profile;
+#   - on a 2-GPU machine, both GPUs taking evaluations.
+# Run from the repository root after `source .gpu/env.sh`. Logs go to $OUT.
+set -uo pipefail
+out=${OUT:-/tmp/kevolve-validate}
+mkdir -p "$out"
+export KEVOLVE_HOME=$PWD KEVOLVE_BIN=$(command -v kevolve)
+nvidia-smi -L
+echo "== [gpu] tests"
+start=$(date +%s)
+timeout 300 kevolve_tests "[gpu]" -d yes > "$out/gpu_tests.log" 2>&1; echo "rc=$? in $(( $(date +%s) - start )) s"
+grep -E "s: planted|s: every GPU|passed|failed" "$out/gpu_tests.log" | tail -8
+
+echo "== LLM operators in the search (replay provider)"
+mkdir -p "$out/replies"
+cat > "$out/replies/r0.txt" <<'R'
+<<<<<<< SEARCH
+// @kevolve param   WARPS  4 1 2 8
+=======
+// @kevolve param   WARPS  8 4 2 1
+>>>>>>> REPLACE
+R
+printf '{"providers": {"rec": {"kind": "replay", "replay_dir": "%s/replies"}}}\n' "$out" > "$out/llm.json"
+timeout 150 kevolve --op softmax --gens 4 --population 8 --db "$out/llm.db" --llm-config "$out/llm.json" --no-export \
+  > "$out/llm_run.log" 2>&1; echo "rc=$?"; tail -n 6 "$out/llm_run.log"
+sqlite3 "$out/llm.db" "SELECT operator, outcome, count(*), count(candidate_id) FROM llm_calls GROUP BY 1, 2;"
+sqlite3 "$out/llm.db" "SELECT operator, status, count(*) FROM candidates GROUP BY 1, 2;"
+
+echo "== Ctrl-C, then --resume"
+kevolve --op softmax --gens 6 --population 8 --db "$out/int.db" --no-export > "$out/int.log" 2>&1 &
+pid=$!; sleep 25; kill -INT $pid; wait $pid; echo "rc=$? (130 expected)"; tail -n 3 "$out/int.log"
+timeout 150 kevolve --resume 1 --db "$out/int.db" --no-export > "$out/int_resume.log" 2>&1; echo "resume rc=$?"
+tail -n 4 "$out/int_resume.log"
+
+echo "== kill -9, then --resume"
+kevolve --op softmax --gens 6 --population 8 --db "$out/kill.db" --no-export > "$out/kill.log" 2>&1 &
+pid=$!; sleep 25; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
+pgrep -f "kevolve worker" && echo "ORPHAN WORKERS LEFT" || echo "no orphan workers"
+before=$(sqlite3 "$out/kill.db" "SELECT count(*) FROM candidates")
+timeout 150 kevolve --resume 1 --db "$out/kill.db" --no-export > "$out/kill_resume.log" 2>&1; echo "resume rc=$?"
+sqlite3 "$out/kill.db" "SELECT count(*), count(DISTINCT hash), max(generation) FROM candidates; SELECT generations_done, status FROM runs;"
+echo "candidates before resume: $before"
+
+echo "== export --profile"
+timeout 150 kevolve export --run 1 --top 1 --profile --out "$out/export" --db "$out/int.db" > "$out/export.log" 2>&1
+echo "rc=$?"; ls -la "$out"/export/*/ | head -20
