@@ -50,3 +50,6 @@ echo "candidates before resume: $before"
 echo "== export --profile"
 timeout 150 kevolve export --run 1 --top 1 --profile --out "$out/export" --db "$out/int.db" > "$out/export.log" 2>&1
 echo "rc=$?"; ls -la "$out"/export/*/ | head -20
+
+echo "== kevolve's median against a plain events loop (do_bench style) for the exported kernel"
+timeout 120 python3 scripts/events_loop.py "$out"/export/*/ 2>&1 | tail -n 12
