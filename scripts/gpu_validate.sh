@@ -11,6 +11,12 @@ set -uo pipefail
 out=${OUT:-/tmp/kevolve-validate}
 mkdir -p "$out"
 export KEVOLVE_HOME=$PWD KEVOLVE_BIN=$(command -v kevolve)
+# The GPU host has no sqlite3 command; Python's module reads the database.
+sq() { python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for stmt in sys.argv[2].split(";"):
+    if stmt.strip():
+        for row in db.execute(stmt): print("|".join(map(str, row)))' "$@"; }
 nvidia-smi -L
 echo "== [gpu] tests"
 start=$(date +%s)
@@ -29,8 +35,8 @@ R
 printf '{"providers": {"rec": {"kind": "replay", "replay_dir": "%s/replies"}}}\n' "$out" > "$out/llm.json"
 timeout 150 kevolve --op softmax --gens 4 --population 8 --db "$out/llm.db" --llm-config "$out/llm.json" --no-export \
   > "$out/llm_run.log" 2>&1; echo "rc=$?"; tail -n 6 "$out/llm_run.log"
-sqlite3 "$out/llm.db" "SELECT operator, outcome, count(*), count(candidate_id) FROM llm_calls GROUP BY 1, 2;"
-sqlite3 "$out/llm.db" "SELECT operator, status, count(*) FROM candidates GROUP BY 1, 2;"
+sq "$out/llm.db" "SELECT operator, outcome, count(*), count(candidate_id) FROM llm_calls GROUP BY 1, 2;"
+sq "$out/llm.db" "SELECT operator, status, count(*) FROM candidates GROUP BY 1, 2;"
 
 echo "== Ctrl-C, then --resume"
 kevolve --op softmax --gens 6 --population 8 --db "$out/int.db" --no-export > "$out/int.log" 2>&1 &
@@ -42,9 +48,9 @@ echo "== kill -9, then --resume"
 kevolve --op softmax --gens 6 --population 8 --db "$out/kill.db" --no-export > "$out/kill.log" 2>&1 &
 pid=$!; sleep 25; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
 pgrep -f "kevolve worker" && echo "ORPHAN WORKERS LEFT" || echo "no orphan workers"
-before=$(sqlite3 "$out/kill.db" "SELECT count(*) FROM candidates")
+before=$(sq "$out/kill.db" "SELECT count(*) FROM candidates")
 timeout 150 kevolve --resume 1 --db "$out/kill.db" --no-export > "$out/kill_resume.log" 2>&1; echo "resume rc=$?"
-sqlite3 "$out/kill.db" "SELECT count(*), count(DISTINCT hash), max(generation) FROM candidates; SELECT generations_done, status FROM runs;"
+sq "$out/kill.db" "SELECT count(*), count(DISTINCT hash), max(generation) FROM candidates; SELECT generations_done, status FROM runs;"
 echo "candidates before resume: $before"
 
 echo "== export --profile"

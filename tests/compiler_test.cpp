@@ -50,7 +50,7 @@ TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype", 
                                   CandidateSource::Parse(testing::ReadFile(f), f)->DefaultAssignment(), &parsed);
         INFO(f << " " << DTypeName(dt) << ": " << s.log);
         REQUIRE(s.ok);
-        reqs.push_back(MakeCompileRequest(parsed, parsed.DefaultAssignment(), dt, "sm_90"));
+        reqs.push_back(MakeCompileRequest(parsed, parsed.DefaultAssignment(), dt, "sm_90a"));
         what.push_back(f + " " + DTypeName(dt));
       }
     }

@@ -2,6 +2,7 @@
 // lost contexts, concurrency and clean shutdown. No GPU needed.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -276,4 +277,70 @@ TEST_CASE("the watchdog deadline grows with the work in a request", "[workers]")
   r.tune.resize(1);
   r.timing.max_ms_per_shape = 500;
   CHECK(WorkerPool::DeadlineMs(r, 1000) == 1000 + 2 * 100 * 3 * 2 + (500 * 3 + 100));
+}
+
+namespace {
+
+// Spawns `kevolve worker --device 0` with stdin from `in_fd` and stdout/stderr to /dev/null.
+pid_t SpawnRealWorker(int in_fd) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in_fd, 0);
+    int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, 1);
+    ::dup2(null_fd, 2);
+    std::string exe = testing::KevolveBinary().string();
+    ::execl(exe.c_str(), exe.c_str(), "worker", "--device", "0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+bool Alive(pid_t pid) {
+  char s = ProcState(pid);
+  return s != 0 && s != 'Z';
+}
+
+}  // namespace
+
+// Regression: PR_SET_PDEATHSIG fired when the short-lived *thread* that spawned a worker
+// exited, killing every worker on the H200 right after its hello.
+TEST_CASE("a real worker outlives the thread that spawned it", "[workers]") {
+  int in[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  pid_t pid = -1;
+  std::thread([&] { pid = SpawnRealWorker(in[0]); }).join();
+  REQUIRE(pid > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // past the 200 ms parent poll
+  CHECK(Alive(pid));
+  ::close(in[1]);  // EOF: the worker exits by itself
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  ::close(in[0]);
+}
+
+TEST_CASE("a real worker dies with its coordinator even while its stdin stays open", "[workers]") {
+  int in[2], report[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  pid_t coordinator = ::fork();
+  if (coordinator == 0) {  // stands in for a coordinator killed by kill -9
+    pid_t w = SpawnRealWorker(in[0]);
+    (void)!::write(report[1], &w, sizeof(w));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::_exit(0);
+  }
+  pid_t worker = -1;
+  REQUIRE(::read(report[0], &worker, sizeof(worker)) == sizeof(worker));
+  REQUIRE(::waitpid(coordinator, nullptr, 0) == coordinator);
+  // We still hold the write end of its stdin, so only the parent watch can end it.
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = !Alive(worker);
+  }
+  CHECK(gone);
+  if (!gone) ::kill(worker, SIGKILL);
+  for (int fd : {in[0], in[1], report[0], report[1]}) ::close(fd);
 }

@@ -57,7 +57,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Create(const OpSpec& op, DType dtype
     if (options.arch.empty()) options.arch = d.arch;
     p->num_sms_ = d.sm_count;
   }
-  if (options.arch.empty()) options.arch = "sm_90";
+  if (options.arch.empty()) options.arch = "sm_90a";
   p->options_ = std::move(options);
   // Tensor-core ops: the compute roof is the datasheet rate of configs/gpus.json.
   if (op.compute != "fp32" && executor) {

@@ -72,7 +72,13 @@ Status CudaDriver::Check(CUresult r, const char* call) const {
                        (text ? std::string(" (") + text + ")" : ""));
 }
 
-std::string GpuInfo::Arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
+// Kernels are compiled for the exact GPU they run on, so the arch-specific target
+// (sm_90a: wgmma, setmaxnreg; sm_100a: tcgen05) costs nothing and unlocks those features.
+std::string GpuInfo::Arch() const {
+  std::string a = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if ((cc_major == 9 || cc_major == 10) && cc_minor == 0) a += "a";
+  return a;
+}
 
 Result<std::vector<GpuInfo>> ListGpus() {
   auto drv = CudaDriver::Get();
@@ -122,7 +128,7 @@ Result<std::vector<GpuInfo>> ListGpus() {
 std::string DefaultArch() {
   auto gpus = ListGpus();
   if (gpus.ok() && !gpus->empty()) return gpus->front().Arch();
-  return "sm_90";
+  return "sm_90a";
 }
 
 std::string NoGpuMessage(const std::string& reason) {

@@ -1,10 +1,10 @@
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "gpu_eval.h"
 #include "kevolve/evaluators/channel.h"
@@ -22,8 +22,17 @@ void SendError(Channel& ch, const std::string& what) {
 
 int RunWorker(int device) {
   // Die with the coordinator: a killed run leaves no worker (or spinning kernel) behind.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() == 1) return 1;
+  // PR_SET_PDEATHSIG cannot do this: it fires when the *thread* that spawned us exits,
+  // and the pool spawns workers from short-lived threads. So a detached thread polls the
+  // parent's pid instead; it works even while the main thread waits on a hung kernel.
+  const pid_t parent = ::getppid();
+  if (parent == 1) return 1;
+  std::thread([parent] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (::getppid() != parent) ::kill(::getpid(), SIGKILL);
+    }
+  }).detach();
   // fd 1 carries the protocol; anything a library prints to stdout goes to /dev/null.
   int proto_out = ::dup(1);
   int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);

@@ -48,7 +48,7 @@ struct GpuInfo {
   int64_t mem_bytes = 0;
   int64_t smem_per_block_optin = 0;
   int clock_khz = 0, mem_clock_khz = 0, mem_bus_bits = 0;
-  std::string Arch() const;  // "sm_90"
+  std::string Arch() const;  // "sm_90a" on an H100/H200, else "sm_XY"
 };
 
 // The GPUs this process can see (CUDA_VISIBLE_DEVICES applies). An error when the
