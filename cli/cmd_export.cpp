@@ -20,7 +20,7 @@ struct ExportArgs {
   std::string db = "kevolve.db", out;
   int64_t run = 0;
   int top = 3;
-  bool profile = false;
+  bool profile = false, per_shape = false;
 };
 
 int Run(const ExportArgs& a) {
@@ -46,7 +46,7 @@ int Run(const ExportArgs& a) {
   auto pipe = Pipeline::Create(*op, *dtype, gpu->pool.get(), gpu->calibration, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
   ExportOptions eo{a.run, a.top, a.out.empty() ? (fs::path("runs") / std::to_string(a.run) / "best").string() : a.out,
-                   a.profile};
+                   a.profile, a.per_shape};
   auto n = ExportRun(**store, **pipe, eo);
   if (!n.ok()) { PrintError(n.error()); return kExitFailed; }
   std::printf("exported %d survivor(s) of run %lld to %s\n", *n, static_cast<long long>(a.run), eo.out_dir.c_str());
@@ -61,12 +61,14 @@ Handler AddExportCommand(CLI::App& app) {
       "export",
       "Export a run's best survivors, each re-checked on the op's held-out shapes (needs a GPU), with kernel.cu,\n"
       "launch.json, PTX, CUBIN, SASS, resources, metrics, lineage and a README table.\n"
-      "Example:\n  kevolve export --run 1 --top 3 --out best/ --db kevolve.db");
+      "Examples:\n  kevolve export --run 1 --top 3 --out best/ --db kevolve.db\n  kevolve export --run 1 --top 1 --per-shape --out best/");
   sub->add_option("--run", a->run, "Run id (see 'kevolve runs')")->required();
   sub->add_option("--top", a->top, "How many survivors (default 3)");
   sub->add_option("--out", a->out, "Output folder (default runs/<id>/best)");
   sub->add_option("--db", a->db, "Database (default kevolve.db)");
   sub->add_flag("--profile", a->profile, "Add an Nsight Compute report per survivor (needs ncu)");
+  sub->add_flag("--per-shape", a->per_shape,
+                "Also export the fastest survivor of each tune shape and write dispatch.json (shape -> folder)");
   return [a] { return Run(*a); };
 }
 

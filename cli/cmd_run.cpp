@@ -32,7 +32,7 @@ struct RunArgs {
   int gens = -1, population = -1, islands = -1, top = 3;
   int64_t seed = -1, resume = 0;
   double target = -1;
-  bool no_export = false, profile = false;
+  bool no_export = false, profile = false, per_shape = false;
 };
 
 std::atomic<bool> g_interrupt{false};
@@ -208,6 +208,7 @@ int Run(CLI::App& app, RunArgs a) {
     eo.top = a.top;
     eo.out_dir = (fs::path("runs") / std::to_string(result->run_id) / "best").string();
     eo.profile = a.profile;
+    eo.per_shape = a.per_shape;
     auto ex = ExportRun(*store, **pipe, eo);
     if (!ex.ok()) PrintError("export: " + ex.error());
     else std::printf("\nexported %d survivor(s) to %s\n", *ex, eo.out_dir.c_str());
@@ -233,6 +234,8 @@ Handler AddRunOptions(CLI::App& app) {
   app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
   app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::Range(1, 1000000));
   app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
+  app.add_flag("--per-shape", a->per_shape,
+               "Also export the fastest survivor of each tune shape, with dispatch.json (shape -> folder)");
   app.add_option("--llm-config", a->llm_config, "LLM providers (default: configs/llm.json; absent = LLM operators off)");
   app.add_option("--max-cost", a->max_cost, "Stop LLM calls once the run has spent this many USD (kept across --resume)")
       ->check(CLI::Range(0.0, 1e9));

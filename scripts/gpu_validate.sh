@@ -39,17 +39,17 @@ sq "$out/llm.db" "SELECT operator, outcome, count(*), count(candidate_id) FROM l
 sq "$out/llm.db" "SELECT operator, status, count(*) FROM candidates GROUP BY 1, 2;"
 
 echo "== Ctrl-C, then --resume"
-kevolve --op softmax --gens 6 --population 8 --db "$out/int.db" --no-export > "$out/int.log" 2>&1 &
-pid=$!; sleep 25; kill -INT $pid; wait $pid; echo "rc=$? (130 expected)"; tail -n 3 "$out/int.log"
-timeout 150 kevolve --resume 1 --db "$out/int.db" --no-export > "$out/int_resume.log" 2>&1; echo "resume rc=$?"
+kevolve --op softmax --gens 200 --population 8 --db "$out/int.db" --no-export > "$out/int.log" 2>&1 &
+pid=$!; sleep 12; kill -INT $pid; wait $pid; echo "rc=$? (130 expected)"; tail -n 3 "$out/int.log"
+timeout 150 kevolve --resume 1 --gens 8 --db "$out/int.db" --no-export > "$out/int_resume.log" 2>&1; echo "resume rc=$?"
 tail -n 4 "$out/int_resume.log"
 
 echo "== kill -9, then --resume"
-kevolve --op softmax --gens 6 --population 8 --db "$out/kill.db" --no-export > "$out/kill.log" 2>&1 &
-pid=$!; sleep 25; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
+kevolve --op softmax --gens 200 --population 8 --db "$out/kill.db" --no-export > "$out/kill.log" 2>&1 &
+pid=$!; sleep 12; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
 pgrep -f "kevolve worker" && echo "ORPHAN WORKERS LEFT" || echo "no orphan workers"
 before=$(sq "$out/kill.db" "SELECT count(*) FROM candidates")
-timeout 150 kevolve --resume 1 --db "$out/kill.db" --no-export > "$out/kill_resume.log" 2>&1; echo "resume rc=$?"
+timeout 150 kevolve --resume 1 --gens 8 --db "$out/kill.db" --no-export > "$out/kill_resume.log" 2>&1; echo "resume rc=$?"
 sq "$out/kill.db" "SELECT count(*), count(DISTINCT hash), max(generation) FROM candidates; SELECT generations_done, status FROM runs;"
 echo "candidates before resume: $before"
 

@@ -1,12 +1,15 @@
 // [gpu] tests: they need an NVIDIA GPU and are skipped (exit 77, with the reason) without one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
 #include <set>
 
 #include "kevolve/core/json_file.h"
+#include "kevolve/core/op_spec.h"
+#include "kevolve/db/store.h"
 #include "kevolve/core/paths.h"
 #include "kevolve/engine/pipeline.h"
 #include "kevolve/engine/profiler.h"
@@ -242,7 +245,7 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("gen 3/3") != std::string::npos);
-  rc = testing::RunCommand(env + "export --run 1 --top 2 --out best --db k.db", &out);
+  rc = testing::RunCommand(env + "export --run 1 --top 2 --per-shape --out best --db k.db", &out);
   INFO(out);
   REQUIRE(rc == 0);
   int folders = 0;
@@ -257,6 +260,29 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
     }
     if (!FindTool("cuobjdump").empty()) CHECK(fs::file_size(e.path() / "kernel.sass") > 0);
   }
-  CHECK(folders == 2);
+  CHECK(folders >= 2);  // the top 2, plus per-shape winners that are not among them
   CHECK(fs::file_size(dir / "best" / "README.md") > 0);
+  // dispatch.json: every tune shape maps to an exported folder holding the fastest
+  // candidate for that shape (no other candidate of the run has a smaller median there).
+  auto dispatch = nlohmann::json::parse(testing::ReadFile(dir / "best" / "dispatch.json"));
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
+  REQUIRE(op.ok());
+  auto store = db::OpenSqliteStore((dir / "k.db").string());
+  REQUIRE(store.ok());
+  db::CandidateQuery q;
+  q.run_id = 1;
+  q.only_ok = true;
+  auto cands = (*store)->ListCandidates(q);
+  REQUIRE(cands.ok());
+  for (const auto& s : op->tune) {
+    INFO(s.label);
+    REQUIRE(dispatch["shapes"].contains(s.label));
+    const auto& d = dispatch["shapes"][s.label];
+    CHECK(fs::exists(dir / "best" / d["folder"].get<std::string>() / "kernel.cu"));
+    double best = 1e30;
+    for (const auto& c : *cands)
+      for (const auto& t : *(*store)->GetTimings(c.id))
+        if (t.shape == s.label) best = std::min(best, t.median_us);
+    CHECK(d["median_us"].get<double>() == Approx(best));
+  }
 }

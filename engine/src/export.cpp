@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -67,6 +69,128 @@ std::string Fmt(const char* f, double v) {
 
 }  // namespace
 
+namespace {
+
+// Writes one survivor's folder (the held-out gate has passed).
+void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o, const db::CandidateRecord& c,
+                   const db::SourceRecord& source, const Assignment& params, const RungResult* corr,
+                   const std::string& folder) {
+  const OpSpec& op = pipeline.op();
+  const db::SourceRecord* src = &source;
+  std::error_code ec;
+  auto timings = store.GetTimings(c.id);
+  fs::path dir = fs::path(o.out_dir) / folder;
+  fs::create_directories(dir, ec);
+  WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params));
+  // Launch description: the expressions and, per tune shape, their values.
+  auto parsed = CandidateSource::Parse(src->text, src->name);
+  nlohmann::json launch = {{"entries", nlohmann::json::array()}, {"shapes", nlohmann::json::array()},
+                           {"dtype", DTypeName(pipeline.dtype())}, {"arch", pipeline.arch()}, {"params", params},
+                           {"argument_order", "buffers (as in the op), sizes (int), scalars, scratch buffers"}};
+  if (parsed.ok()) {
+    for (const auto& l : parsed->launches) {
+      nlohmann::json e = {{"entry", l.entry}, {"grid", {l.grid[0].text(), l.grid[1].text(), l.grid[2].text()}},
+                          {"block", {l.block[0].text(), l.block[1].text(), l.block[2].text()}}, {"smem", l.smem.text()}};
+      launch["entries"].push_back(e);
+    }
+    for (const auto& s : op.tune) {
+      auto lc = ResolveLaunches(*parsed, params, op.MakeEnv(s, pipeline.dtype()));
+      if (!lc.ok()) continue;
+      nlohmann::json sj = {{"shape", s.label}, {"launches", nlohmann::json::array()}};
+      for (const auto& l : *lc)
+        sj["launches"].push_back({{"entry", l.entry}, {"grid", l.grid}, {"block", l.block}, {"smem", l.smem}});
+      launch["shapes"].push_back(sj);
+    }
+    nlohmann::json scratch = nlohmann::json::array();
+    for (const auto& s : parsed->scratch) scratch.push_back({{"name", s.name}, {"bytes", s.bytes.text()}, {"zeroed", s.zeroed}});
+    launch["scratch"] = scratch;
+  }
+  nlohmann::json iface = nlohmann::json::array();
+  for (const auto& b : op.buffers) iface.push_back({{"name", b.name}, {"role", b.role == BufferRole::kIn ? "in" : "out"}, {"dtype", b.dtype}});
+  launch["buffers"] = iface;
+  launch["sizes"] = op.sizes;
+  WriteTextFile((dir / "launch.json").string(), launch.dump(2) + "\n");
+  for (const auto& [kind, file] : std::vector<std::pair<std::string, std::string>>{
+           {"ptx", "kernel.ptx"}, {"cubin", "kernel.cubin"}, {"sass", "kernel.sass"}}) {
+    auto art = store.GetArtifact(c.id, kind);
+    if (art.ok() && *art) WriteTextFile((dir / file).string(), **art);
+  }
+  auto rungs = store.GetRungs(c.id);
+  nlohmann::json rj = nlohmann::json::array();
+  nlohmann::json resources = nlohmann::json::object();
+  if (rungs.ok())
+    for (const auto& r : *rungs) {
+      rj.push_back({{"name", r.name}, {"ok", r.ok}, {"metrics", r.metrics}, {"log", r.log},
+                    {"duration_ms", r.duration_ms}, {"device", r.device_uuid}, {"at", r.created_at}});
+      if (r.name == "compile") resources = r.metrics;
+    }
+  WriteTextFile((dir / "resources.json").string(), resources.dump(2) + "\n");
+  nlohmann::json tj = nlohmann::json::array();
+  std::string device;
+  if (timings.ok())
+    for (const auto& t : *timings) {
+      tj.push_back({{"shape", t.shape}, {"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us},
+                    {"n", t.n}, {"roofline_us", t.roofline_us}, {"fraction", t.fraction},
+                    {"samples_us", t.samples_us}, {"protocol", t.protocol}});
+      device = t.device_uuid;
+    }
+  nlohmann::json dev = nlohmann::json::object();
+  if (auto d = store.GetDevice(device); d.ok() && *d)
+    dev = {{"uuid", (*d)->uuid}, {"name", (*d)->name}, {"arch", (*d)->arch}, {"sm_count", (*d)->sm_count},
+           {"l2_bytes", (*d)->l2_bytes}, {"copy_gbps", (*d)->copy_gbps}, {"fp32_gflops", (*d)->fp32_gflops},
+           {"calibration", (*d)->calibration}, {"calibrated_at", (*d)->calibrated_at}};
+  nlohmann::json heldout = {{"shapes", nlohmann::json::array()}, {"metrics", corr->metrics}};
+  for (const auto& s : op.heldout) heldout["shapes"].push_back(s.label);
+  nlohmann::json metrics = {{"candidate", c.id}, {"hash", c.hash}, {"op", op.name}, {"dtype", c.dtype},
+                            {"fitness", c.fitness.value_or(0)}, {"rungs", rj}, {"timings", tj},
+                            {"device", dev}, {"heldout_correctness", heldout}};
+  WriteTextFile((dir / "metrics.json").string(), metrics.dump(2) + "\n");
+  WriteTextFile((dir / "lineage.json").string(), Lineage(store, c.id).dump(2) + "\n");
+  std::ostringstream readme;
+  readme << "# " << src->name << " (candidate " << c.id << ")\n\n"
+         << "Parameters: `" << AssignmentString(params) << "`, " << c.dtype << ", " << c.arch
+         << ", fitness " << Fmt("%.4f", c.fitness.value_or(0)) << " (geometric mean of roofline fractions).\n\n"
+         << "| shape | median (us) | p10 | p90 | n | roofline (us) | fraction |\n|---|---|---|---|---|---|---|\n";
+  if (timings.ok())
+    for (const auto& t : *timings)
+      readme << "| " << t.shape << " | " << Fmt("%.2f", t.median_us) << " | " << Fmt("%.2f", t.p10_us) << " | "
+             << Fmt("%.2f", t.p90_us) << " | " << t.n << " | " << Fmt("%.2f", t.roofline_us) << " | "
+             << Fmt("%.3f", t.fraction) << " |\n";
+  readme << "\nHeld-out shapes passed the correctness gate: ";
+  for (const auto& s : op.heldout) readme << s.label << " ";
+  readme << "\n\nFiles: kernel.cu (parameters baked in), launch.json, kernel.ptx, kernel.cubin, "
+            "kernel.sass (when cuobjdump was found), resources.json, metrics.json, lineage.json.\n";
+  if (o.profile) {
+    std::vector<Ladder> full = pipeline.Run({{src->name, src->text, params}}, nullptr, nullptr);
+    auto freq = pipeline.Request(full[0]);
+    if (freq.ok() && full[0].compiled.ok) {
+      ProfileOptions po;
+      po.workdir = (dir / ".profile-work").string();
+      ProfileResult pr = Profile(*freq, full[0].compiled, full[0].timings, po);
+      if (!pr.ncu_report.empty()) WriteTextFile((dir / "profile.ncu-rep").string(), pr.ncu_report);
+      if (!pr.sass.empty()) WriteTextFile((dir / "kernel.sass").string(), pr.sass);
+      WriteTextFile((dir / "ncu_summary.txt").string(), pr.ncu_summary + pr.rung.log);
+      fs::remove_all(po.workdir, ec);
+      readme << "\nNsight Compute: profile.ncu-rep, summary in ncu_summary.txt.\n";
+    }
+  }
+  if (!fs::exists(dir / "kernel.sass")) {
+    std::string cuobjdump = FindTool("cuobjdump");
+    if (!cuobjdump.empty() && fs::exists(dir / "kernel.cubin")) {
+      std::string cmd = "'" + cuobjdump + "' -sass '" + (dir / "kernel.cubin").string() + "' > '" +
+                        (dir / "kernel.sass").string() + "' 2>/dev/null";
+      if (std::system(cmd.c_str()) != 0) fs::remove(dir / "kernel.sass", ec);
+    }
+  }
+  WriteTextFile((dir / "README.md").string(), readme.str());
+}
+
+std::string FolderName(const std::string& prefix, const std::string& source_name, int64_t id) {
+  return prefix + "-" + fs::path(source_name).stem().string() + "-" + std::to_string(id);
+}
+
+}  // namespace
+
 Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions& o) {
   const OpSpec& op = pipeline.op();
   db::CandidateQuery q;
@@ -82,16 +206,18 @@ Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions&
 
   std::ostringstream table;
   table << "# kevolve export: run " << o.run_id << ", " << op.name << " " << DTypeName(pipeline.dtype()) << "\n\n"
-        << "| rank | folder | source | params | fitness | held-out |";
+        << "| pick | folder | source | params | fitness | held-out |";
   for (const auto& s : op.tune) table << " " << s.label << " (us) |";
   table << "\n|---|---|---|---|---|---|";
   for (size_t i = 0; i < op.tune.size(); ++i) table << "---|";
   table << "\n";
 
-  int exported = 0, rank = 0;
-  for (const auto& c : *cands) {
-    if (rank >= o.top) break;
-    ++rank;
+  // The held-out gate, run once per candidate; a candidate that passes is written once,
+  // under the folder name of the first pick that chose it.
+  std::map<int64_t, std::string> exported_folder;  // candidate -> folder ("" = failed the gate)
+  int exported = 0;
+  auto pick = [&](const db::CandidateRecord& c, const std::string& prefix, const std::string& label) -> Result<std::string> {
+    if (auto it = exported_folder.find(c.id); it != exported_folder.end()) return it->second;
     auto src = store.GetSource(c.source_id);
     if (!src.ok()) return src.status();
     Assignment params;
@@ -102,8 +228,8 @@ Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions&
     const Ladder& g = gate[0];
     const RungResult* corr = g.Find("correctness");
     bool passed = corr && corr->ok;
-    std::string folder = "rank" + std::to_string(rank) + "-" + fs::path(src->name).stem().string() + "-" + std::to_string(c.id);
-    table << "| " << rank << " | " << (passed ? "[" + folder + "](" + folder + "/)" : "(skipped)") << " | "
+    std::string folder = FolderName(prefix, src->name, c.id);
+    table << "| " << label << " | " << (passed ? "[" + folder + "](" + folder + "/)" : "(skipped)") << " | "
           << src->name << " | `" << AssignmentString(params) << "` | " << Fmt("%.4f", c.fitness.value_or(0)) << " | "
           << (passed ? "pass" : "FAIL") << " |";
     auto timings = store.GetTimings(c.id);
@@ -119,113 +245,45 @@ Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions&
       std::string why = corr ? corr->log : (g.rungs.empty() ? "not evaluated" : g.rungs.back().log);
       std::fprintf(stderr, "kevolve: export: candidate %lld fails the held-out shapes and is skipped: %s\n",
                    static_cast<long long>(c.id), why.c_str());
-      continue;
+      exported_folder[c.id] = "";
+      return std::string();
     }
-    fs::path dir = fs::path(o.out_dir) / folder;
-    fs::create_directories(dir, ec);
-    WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params));
-    // Launch description: the expressions and, per tune shape, their values.
-    auto parsed = CandidateSource::Parse(src->text, src->name);
-    nlohmann::json launch = {{"entries", nlohmann::json::array()}, {"shapes", nlohmann::json::array()},
-                             {"dtype", DTypeName(pipeline.dtype())}, {"arch", pipeline.arch()}, {"params", params},
-                             {"argument_order", "buffers (as in the op), sizes (int), scalars, scratch buffers"}};
-    if (parsed.ok()) {
-      for (const auto& l : parsed->launches) {
-        nlohmann::json e = {{"entry", l.entry}, {"grid", {l.grid[0].text(), l.grid[1].text(), l.grid[2].text()}},
-                            {"block", {l.block[0].text(), l.block[1].text(), l.block[2].text()}}, {"smem", l.smem.text()}};
-        launch["entries"].push_back(e);
-      }
-      for (const auto& s : op.tune) {
-        auto lc = ResolveLaunches(*parsed, params, op.MakeEnv(s, pipeline.dtype()));
-        if (!lc.ok()) continue;
-        nlohmann::json sj = {{"shape", s.label}, {"launches", nlohmann::json::array()}};
-        for (const auto& l : *lc)
-          sj["launches"].push_back({{"entry", l.entry}, {"grid", l.grid}, {"block", l.block}, {"smem", l.smem}});
-        launch["shapes"].push_back(sj);
-      }
-      nlohmann::json scratch = nlohmann::json::array();
-      for (const auto& s : parsed->scratch) scratch.push_back({{"name", s.name}, {"bytes", s.bytes.text()}, {"zeroed", s.zeroed}});
-      launch["scratch"] = scratch;
-    }
-    nlohmann::json iface = nlohmann::json::array();
-    for (const auto& b : op.buffers) iface.push_back({{"name", b.name}, {"role", b.role == BufferRole::kIn ? "in" : "out"}, {"dtype", b.dtype}});
-    launch["buffers"] = iface;
-    launch["sizes"] = op.sizes;
-    WriteTextFile((dir / "launch.json").string(), launch.dump(2) + "\n");
-    for (const auto& [kind, file] : std::vector<std::pair<std::string, std::string>>{
-             {"ptx", "kernel.ptx"}, {"cubin", "kernel.cubin"}, {"sass", "kernel.sass"}}) {
-      auto art = store.GetArtifact(c.id, kind);
-      if (art.ok() && *art) WriteTextFile((dir / file).string(), **art);
-    }
-    auto rungs = store.GetRungs(c.id);
-    nlohmann::json rj = nlohmann::json::array();
-    nlohmann::json resources = nlohmann::json::object();
-    if (rungs.ok())
-      for (const auto& r : *rungs) {
-        rj.push_back({{"name", r.name}, {"ok", r.ok}, {"metrics", r.metrics}, {"log", r.log},
-                      {"duration_ms", r.duration_ms}, {"device", r.device_uuid}, {"at", r.created_at}});
-        if (r.name == "compile") resources = r.metrics;
-      }
-    WriteTextFile((dir / "resources.json").string(), resources.dump(2) + "\n");
-    nlohmann::json tj = nlohmann::json::array();
-    std::string device;
-    if (timings.ok())
-      for (const auto& t : *timings) {
-        tj.push_back({{"shape", t.shape}, {"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us},
-                      {"n", t.n}, {"roofline_us", t.roofline_us}, {"fraction", t.fraction},
-                      {"samples_us", t.samples_us}, {"protocol", t.protocol}});
-        device = t.device_uuid;
-      }
-    nlohmann::json dev = nlohmann::json::object();
-    if (auto d = store.GetDevice(device); d.ok() && *d)
-      dev = {{"uuid", (*d)->uuid}, {"name", (*d)->name}, {"arch", (*d)->arch}, {"sm_count", (*d)->sm_count},
-             {"l2_bytes", (*d)->l2_bytes}, {"copy_gbps", (*d)->copy_gbps}, {"fp32_gflops", (*d)->fp32_gflops},
-             {"calibration", (*d)->calibration}, {"calibrated_at", (*d)->calibrated_at}};
-    nlohmann::json heldout = {{"shapes", nlohmann::json::array()}, {"metrics", corr->metrics}};
-    for (const auto& s : op.heldout) heldout["shapes"].push_back(s.label);
-    nlohmann::json metrics = {{"candidate", c.id}, {"hash", c.hash}, {"op", op.name}, {"dtype", c.dtype},
-                              {"fitness", c.fitness.value_or(0)}, {"rungs", rj}, {"timings", tj},
-                              {"device", dev}, {"heldout_correctness", heldout}};
-    WriteTextFile((dir / "metrics.json").string(), metrics.dump(2) + "\n");
-    WriteTextFile((dir / "lineage.json").string(), Lineage(store, c.id).dump(2) + "\n");
-    std::ostringstream readme;
-    readme << "# " << src->name << " (candidate " << c.id << ")\n\n"
-           << "Parameters: `" << AssignmentString(params) << "`, " << c.dtype << ", " << c.arch
-           << ", fitness " << Fmt("%.4f", c.fitness.value_or(0)) << " (geometric mean of roofline fractions).\n\n"
-           << "| shape | median (us) | p10 | p90 | n | roofline (us) | fraction |\n|---|---|---|---|---|---|---|\n";
-    if (timings.ok())
-      for (const auto& t : *timings)
-        readme << "| " << t.shape << " | " << Fmt("%.2f", t.median_us) << " | " << Fmt("%.2f", t.p10_us) << " | "
-               << Fmt("%.2f", t.p90_us) << " | " << t.n << " | " << Fmt("%.2f", t.roofline_us) << " | "
-               << Fmt("%.3f", t.fraction) << " |\n";
-    readme << "\nHeld-out shapes passed the correctness gate: ";
-    for (const auto& s : op.heldout) readme << s.label << " ";
-    readme << "\n\nFiles: kernel.cu (parameters baked in), launch.json, kernel.ptx, kernel.cubin, "
-              "kernel.sass (when cuobjdump was found), resources.json, metrics.json, lineage.json.\n";
-    if (o.profile) {
-      std::vector<Ladder> full = pipeline.Run({{src->name, src->text, params}}, nullptr, nullptr);
-      auto freq = pipeline.Request(full[0]);
-      if (freq.ok() && full[0].compiled.ok) {
-        ProfileOptions po;
-        po.workdir = (dir / ".profile-work").string();
-        ProfileResult pr = Profile(*freq, full[0].compiled, full[0].timings, po);
-        if (!pr.ncu_report.empty()) WriteTextFile((dir / "profile.ncu-rep").string(), pr.ncu_report);
-        if (!pr.sass.empty()) WriteTextFile((dir / "kernel.sass").string(), pr.sass);
-        WriteTextFile((dir / "ncu_summary.txt").string(), pr.ncu_summary + pr.rung.log);
-        fs::remove_all(po.workdir, ec);
-        readme << "\nNsight Compute: profile.ncu-rep, summary in ncu_summary.txt.\n";
-      }
-    }
-    if (!fs::exists(dir / "kernel.sass")) {
-      std::string cuobjdump = FindTool("cuobjdump");
-      if (!cuobjdump.empty() && fs::exists(dir / "kernel.cubin")) {
-        std::string cmd = "'" + cuobjdump + "' -sass '" + (dir / "kernel.cubin").string() + "' > '" +
-                          (dir / "kernel.sass").string() + "' 2>/dev/null";
-        if (std::system(cmd.c_str()) != 0) fs::remove(dir / "kernel.sass", ec);
-      }
-    }
-    WriteTextFile((dir / "README.md").string(), readme.str());
+    WriteSurvivor(store, pipeline, o, c, *src, params, corr, folder);
     ++exported;
+    exported_folder[c.id] = folder;
+    return folder;
+  };
+
+  for (int rank = 1; rank <= o.top && rank <= static_cast<int>(cands->size()); ++rank) {
+    auto f = pick((*cands)[rank - 1], "rank" + std::to_string(rank), "#" + std::to_string(rank));
+    if (!f.ok()) return f.status();
+  }
+
+  if (o.per_shape) {
+    // The fastest survivor of each tune shape: a dispatch table, the way a kernel library
+    // picks a configuration per problem size. Up to 3 tries per shape past held-out failures.
+    std::map<int64_t, std::map<std::string, double>> medians;  // candidate -> shape -> median
+    for (const auto& c : *cands)
+      if (auto t = store.GetTimings(c.id); t.ok())
+        for (const auto& x : *t) medians[c.id][x.shape] = x.median_us;
+    nlohmann::json dispatch = {{"run", o.run_id}, {"op", op.name}, {"dtype", DTypeName(pipeline.dtype())},
+                               {"shapes", nlohmann::json::object()}};
+    for (const auto& s : op.tune) {
+      std::vector<std::pair<double, const db::CandidateRecord*>> order;
+      for (const auto& c : *cands)
+        if (auto it = medians[c.id].find(s.label); it != medians[c.id].end()) order.push_back({it->second, &c});
+      std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      int tries = 0;
+      for (const auto& [median, c] : order) {
+        if (tries++ >= 3) break;
+        auto f = pick(*c, "shape-" + s.label, "fastest " + s.label);
+        if (!f.ok()) return f.status();
+        if (f->empty()) continue;
+        dispatch["shapes"][s.label] = {{"folder", *f}, {"candidate", c->id}, {"median_us", median}};
+        break;
+      }
+    }
+    WriteTextFile((fs::path(o.out_dir) / "dispatch.json").string(), dispatch.dump(2) + "\n");
   }
   WriteTextFile((fs::path(o.out_dir) / "README.md").string(), table.str());
   return exported;

@@ -28,9 +28,11 @@
 // @kevolve param   EPI_SMEM 1 0
 // accumulators: at most 128 f32 registers per thread
 // @kevolve require WM * WN <= 4096
+// 32x128 / 128x32 warp tiles with BK=64 keep too many fragments live (ptxas spills)
+// @kevolve require WM * WN < 4096 || WM == WN || BK == 32
 // @kevolve require (BM / WM) * (BN / WN) * 32 <= 1024
-// register file (64K per SM): accumulators plus ~64 registers of fragments and addresses
-// @kevolve require (BM / WM) * (BN / WN) * 32 * (WM * WN / 32 + 64) <= 65536
+// register file (64K per SM): accumulators plus ~72 registers of fragments and addresses
+// @kevolve require (BM / WM) * (BN / WN) * 32 * (WM * WN / 32 + 72) <= 65536
 // @kevolve require STAGES * (BM * BK + BK * BN) * 2 <= 232448
 // @kevolve require EPI_SMEM * BM * (BN + 8) * 2 <= 232448
 // @kevolve launch  matmul_mma grid=ceil_div(M, BM) * ceil_div(N, BN) block=(BM / WM) * (BN / WN) * 32 smem=max(STAGES * (BM * BK + BK * BN) * 2, EPI_SMEM * BM * (BN + 8) * 2)

@@ -20,6 +20,9 @@ struct ExportOptions {
   int top = 3;
   std::string out_dir;
   bool profile = false;
+  // Also export the fastest survivor of each tune shape (held-out gated) and write
+  // dispatch.json, mapping each shape to its folder.
+  bool per_shape = false;
 };
 
 // Returns how many survivors were exported. `pipeline` must be for the run's op and

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The op-library benchmark (issue 6): kevolve against PyTorch, side by side, in one call.
+#
+#   scripts/bench_ops.sh [--ops softmax,rmsnorm,layernorm,matmul] [--dtypes f32,bf16,f16]
+#                        [--time 60s | --gens N] [--out DIR]
+#
+# For each op and dtype (matmul: bf16 only) it runs `kevolve --op OP --dtype DT` under the
+# stated budget into DIR/OP-DT.db, exports the best kernel and the fastest kernel of every
+# tune shape (each re-checked on the held-out shapes) to DIR/export/OP-DT, then times
+# PyTorch on the same shapes in the same call (torch_baselines.py) and writes DIR/table.md.
+# Run it on the GPU host after `source .gpu/env.sh`; when one call's 10 minutes is not
+# enough, split the ops across calls (each call re-runs PyTorch). Merge the results here:
+#   python3 scripts/bench_table.py DIR1 DIR2 ... --update docs/BENCHMARKS.md
+set -uo pipefail
+ops=softmax,rmsnorm,layernorm,matmul dtypes=f32,bf16,f16 budget=(--time 60s) out=${OUT:-bench-out}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ops) ops=$2; shift 2 ;;
+    --dtypes) dtypes=$2; shift 2 ;;
+    --time) budget=(--time "$2"); shift 2 ;;
+    --gens) budget=(--gens "$2"); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "bench_ops.sh: unknown argument '$1' (see the header of this script)" >&2; exit 2 ;;
+  esac
+done
+here=$(cd "$(dirname "$0")/.." && pwd)
+export KEVOLVE_HOME=${KEVOLVE_HOME:-$here}
+torch_py=${TORCH_BASELINES:-$here/.gpu/torch_baselines.py}
+[ -f "$torch_py" ] || torch_py=$here/../shared/gpu/torch_baselines.py
+mkdir -p "$out/export"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader > "$out/device.txt" 2>&1
+date -u +%Y-%m-%dT%H:%MZ > "$out/date.txt"
+echo "${budget[*]}" > "$out/budget.txt"
+for op in ${ops//,/ }; do
+  for dt in ${dtypes//,/ }; do
+    if [ "$op" = matmul ] && [ "$dt" != bf16 ]; then continue; fi
+    name=$op-$dt
+    rm -f "$out/$name.db"*
+    start=$(date +%s)
+    kevolve --op "$op" --dtype "$dt" "${budget[@]}" --db "$out/$name.db" --no-export > "$out/$name.log" 2>&1
+    rc=$?
+    kevolve export --run 1 --top 1 --per-shape --out "$out/export/$name" --db "$out/$name.db" > "$out/$name.export.log" 2>&1
+    echo "$name: search rc=$rc, export rc=$?, $(( $(date +%s) - start )) s; $(grep -m1 -E '^best|best fitness' "$out/$name.log" | head -c 200)"
+    tail -n 2 "$out/$name.log"
+  done
+done
+# PyTorch in the same call, on the same GPU.
+python3 "$torch_py" --ops "$ops" --dtypes "$dtypes" --json "$out/torch.json" > "$out/torch.log" 2>&1 || echo "torch_baselines.py failed: $(tail -n 3 "$out/torch.log")"
+python3 "$here/scripts/bench_table.py" "$out" > "$out/table.md" && cat "$out/table.md"
