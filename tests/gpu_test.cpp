@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 
@@ -76,24 +77,62 @@ std::unique_ptr<Pipeline> MakePipeline(const OpSpec& op, DType dt, bool skip_tim
   return std::move(*p);
 }
 
-// Softmax over each row in double on the CPU.
-std::vector<double> CpuSoftmax(const std::vector<double>& x, int rows, int cols) {
+// The shipped ops, computed in double on the CPU: the check on each reference kernel.
+// `in` holds every input buffer as the GPU sees it (after rounding to its dtype).
+using Buffers = std::map<std::string, std::vector<double>>;
+
+std::vector<double> CpuOp(const OpSpec& op, const Buffers& in, const Env& sz, const std::map<std::string, double>& sc) {
+  if (op.name == "matmul") {
+    const int64_t M = sz.at("M"), N = sz.at("N"), K = sz.at("K");
+    const auto &A = in.at("A"), &B = in.at("B");
+    std::vector<double> C(M * N, 0.0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = A[i * K + k];
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] += a * B[k * N + j];
+      }
+    return C;
+  }
+  const int64_t rows = sz.at("rows"), cols = sz.at("cols");
+  const auto& x = in.at("x");
   std::vector<double> y(x.size());
-  for (int r = 0; r < rows; ++r) {
-    const double* xr = &x[static_cast<size_t>(r) * cols];
-    double m = -INFINITY, s = 0;
-    for (int c = 0; c < cols; ++c) m = std::max(m, xr[c]);
-    for (int c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
-    for (int c = 0; c < cols; ++c) y[static_cast<size_t>(r) * cols + c] = std::exp(xr[c] - m) / s;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = &x[r * cols];
+    double* yr = &y[r * cols];
+    if (op.name == "softmax") {
+      double m = -INFINITY, s = 0;
+      for (int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
+      for (int64_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - m) / s;
+    } else if (op.name == "rmsnorm") {
+      double ss = 0;
+      for (int64_t c = 0; c < cols; ++c) ss += xr[c] * xr[c];
+      const double inv = 1.0 / std::sqrt(ss / cols + sc.at("eps"));
+      for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * inv * in.at("w")[c];
+    } else if (op.name == "layernorm") {
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < cols; ++c) mean += xr[c];
+      mean /= cols;
+      for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+      const double inv = 1.0 / std::sqrt(var / cols + sc.at("eps"));
+      for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mean) * inv * in.at("w")[c] + in.at("b")[c];
+    } else {
+      FAIL("no CPU implementation for op " << op.name << ": add one to CpuOp");
+    }
   }
   return y;
 }
 
+std::vector<std::string> ShippedOps() {
+  std::vector<std::string> out;
+  for (const auto& d : ListOpDirs((testing::SourceRoot() / "configs/ops").string())) out.push_back(fs::path(d).filename());
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("the softmax reference matches a CPU double implementation", "[gpu]") {
+TEST_CASE("every op's reference matches a CPU double implementation", "[gpu]") {
   GpuFixture::Get();  // makes sure a GPU is there and the pool is up
-  OpSpec op = Op("softmax");
   auto drv = CudaDriver::Get();
   REQUIRE(drv.ok());
   const CudaDriver& d = **drv;
@@ -102,63 +141,118 @@ TEST_CASE("the softmax reference matches a CPU double implementation", "[gpu]") 
   REQUIRE(d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
   REQUIRE(d.cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
   REQUIRE(d.cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
-  auto ref = CandidateSource::Parse(testing::ReadFile(op.reference), "reference.cu");
-  REQUIRE(ref.ok());
   NvrtcCompiler nvrtc;
   std::mt19937_64 rng(7);
-  for (DType dt : op.dtypes) {
-    auto bin = nvrtc.Compile(MakeCompileRequest(*ref, {}, dt, DefaultArch()));
-    REQUIRE(bin.ok);
-    CUmodule mod;
-    REQUIRE(d.cuModuleLoadData(&mod, bin.cubin.data()) == CUDA_SUCCESS);
-    CUfunction fn;
-    REQUIRE(d.cuModuleGetFunction(&fn, mod, bin.lowered.at("softmax_ref").c_str()) == CUDA_SUCCESS);
-    for (auto [rows, cols] : {std::pair{3, 1000}, std::pair{1, 1}, std::pair{17, 4099}}) {
-      size_t n = static_cast<size_t>(rows) * cols;
-      std::vector<char> xraw(n * DTypeSize(dt));
-      std::vector<double> x(n);
-      std::normal_distribution<double> nd(0, 4);
-      for (size_t i = 0; i < n; ++i) {
-        StoreFromDouble(nd(rng) + 10, &xraw[i * DTypeSize(dt)], dt);
-        x[i] = LoadAsDouble(&xraw[i * DTypeSize(dt)], dt);  // the value the GPU sees
+  for (const std::string& name : ShippedOps()) {
+    OpSpec op = Op(name);
+    auto ref = CandidateSource::Parse(testing::ReadFile(op.reference), "reference.cu");
+    REQUIRE(ref.ok());
+    for (DType dt : op.dtypes) {
+      auto bin = nvrtc.Compile(MakeCompileRequest(*ref, {}, dt, DefaultArch()));
+      INFO(name << " " << DTypeName(dt) << " " << bin.log);
+      REQUIRE(bin.ok);
+      CUmodule mod;
+      REQUIRE(d.cuModuleLoadData(&mod, bin.cubin.data()) == CUDA_SUCCESS);
+      int checked = 0;
+      for (const Shape& shape : op.check) {
+        int64_t work = 1;
+        for (const auto& [k, v] : shape.sizes) work *= v;
+        if (work > (name == "matmul" ? int64_t(300) << 20 : int64_t(4) << 20)) continue;  // keep the CPU side quick
+        Env env = op.MakeEnv(shape, dt);
+        Buffers host;
+        std::vector<CUdeviceptr> ptrs;
+        std::string out_name;
+        int64_t out_n = 0;
+        for (const auto& b : op.buffers) {
+          int64_t n = *op.Elements(b, shape, dt);
+          CUdeviceptr p = 0;
+          if (b.role == BufferRole::kIn) {
+            DType bt = op.BufferDType(b, dt);
+            std::vector<char> raw(n * DTypeSize(bt));
+            std::vector<double> vals(n);
+            std::normal_distribution<double> nd(0.5, 2.0);
+            for (int64_t i = 0; i < n; ++i) {
+              StoreFromDouble(nd(rng), &raw[i * DTypeSize(bt)], bt);
+              vals[i] = LoadAsDouble(&raw[i * DTypeSize(bt)], bt);  // the value the GPU sees
+            }
+            REQUIRE(d.cuMemAlloc(&p, std::max<size_t>(raw.size(), 16)) == CUDA_SUCCESS);
+            d.cuMemcpyHtoD(p, raw.data(), raw.size());
+            host[b.name] = std::move(vals);
+          } else {
+            REQUIRE(d.cuMemAlloc(&p, std::max<int64_t>(n, 2) * sizeof(double)) == CUDA_SUCCESS);
+            out_name = b.name;
+            out_n = n;
+          }
+          ptrs.push_back(p);
+        }
+        std::vector<int> ints;
+        for (const auto& s : op.sizes) ints.push_back(static_cast<int>(shape.sizes.at(s)));
+        std::vector<float> floats;
+        std::map<std::string, double> scalars;
+        for (const auto& s : op.scalars) {
+          floats.push_back(static_cast<float>(s.value));
+          scalars[s.name] = static_cast<float>(s.value);  // the kernel gets a float
+        }
+        std::vector<void*> args;
+        for (auto& p : ptrs) args.push_back(&p);
+        for (auto& i : ints) args.push_back(&i);
+        for (auto& f : floats) args.push_back(&f);
+        auto launches = ResolveLaunches(*ref, {}, env);
+        REQUIRE(launches.ok());
+        for (const auto& l : *launches) {
+          CUfunction fn;
+          REQUIRE(d.cuModuleGetFunction(&fn, mod, bin.lowered.at(l.entry).c_str()) == CUDA_SUCCESS);
+          REQUIRE(d.cuLaunchKernel(fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem,
+                                   nullptr, args.data(), nullptr) == CUDA_SUCCESS);
+        }
+        REQUIRE(d.cuCtxSynchronize() == CUDA_SUCCESS);
+        std::vector<double> y(out_n);
+        size_t out_index = 0;
+        for (size_t i = 0; i < op.buffers.size(); ++i)
+          if (op.buffers[i].name == out_name) out_index = i;
+        d.cuMemcpyDtoH(y.data(), ptrs[out_index], out_n * sizeof(double));
+        auto want = CpuOp(op, host, shape.sizes, scalars);
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::abs(v));
+        for (int64_t i = 0; i < out_n; ++i)
+          worst = std::max(worst, std::abs(y[i] - want[i]) / (std::abs(want[i]) + 1e-6 * scale + 1e-300));
+        INFO(name << " " << DTypeName(dt) << " " << shape.label);
+        CHECK(worst < 1e-9);
+        for (auto p : ptrs) d.cuMemFree(p);
+        ++checked;
       }
-      CUdeviceptr dx, dy;
-      REQUIRE(d.cuMemAlloc(&dx, xraw.size()) == CUDA_SUCCESS);
-      REQUIRE(d.cuMemAlloc(&dy, n * sizeof(double)) == CUDA_SUCCESS);
-      d.cuMemcpyHtoD(dx, xraw.data(), xraw.size());
-      void* args[] = {&dx, &dy, &rows, &cols};
-      REQUIRE(d.cuLaunchKernel(fn, rows, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
-      REQUIRE(d.cuCtxSynchronize() == CUDA_SUCCESS);
-      std::vector<double> y(n);
-      d.cuMemcpyDtoH(y.data(), dy, n * sizeof(double));
-      auto want = CpuSoftmax(x, rows, cols);
-      double worst = 0;
-      for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(y[i] - want[i]) / std::max(want[i], 1e-300));
-      INFO(DTypeName(dt) << " " << rows << "x" << cols);
-      CHECK(worst < 1e-12);
-      d.cuMemFree(dx);
-      d.cuMemFree(dy);
+      CHECK(checked >= 2);
+      d.cuModuleUnload(mod);
     }
-    d.cuModuleUnload(mod);
   }
   d.cuDevicePrimaryCtxRelease(dev);
 }
 
-TEST_CASE("softmax seeds pass every rung in every dtype", "[gpu]") {
-  OpSpec op = Op("softmax");
-  std::vector<Shape> tune = {op.tune[0], op.tune[6]};  // 4096x1024 and 65536x256: quick
-  for (DType dt : op.dtypes) {
-    auto p = MakePipeline(op, dt, false);
-    std::vector<CandidateInput> in;
-    for (const auto& s : op.seeds) in.push_back(Input(s));
-    auto ladders = p->Run(in, nullptr, &tune);
-    for (const auto& l : ladders) {
-      INFO(DTypeName(dt) << " " << l.input.name);
-      for (const auto& r : l.rungs) INFO(FormatRung(r));
-      CHECK(l.ok());
-      CHECK(l.timings.size() == tune.size());
-      REQUIRE(l.fitness.has_value());
-      CHECK(l.fitness->fitness > 0.05);
+TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
+  for (const std::string& name : ShippedOps()) {
+    OpSpec op = Op(name);
+    // The two tune shapes with the least work: quick, and still real sizes.
+    std::vector<Shape> tune = op.tune;
+    auto work = [](const Shape& s) {
+      double w = 1;
+      for (const auto& [k, v] : s.sizes) w *= static_cast<double>(v);
+      return w;
+    };
+    std::stable_sort(tune.begin(), tune.end(), [&](const Shape& a, const Shape& b) { return work(a) < work(b); });
+    tune.resize(std::min<size_t>(tune.size(), 2));
+    for (DType dt : op.dtypes) {
+      auto p = MakePipeline(op, dt, false);
+      std::vector<CandidateInput> in;
+      for (const auto& s : op.seeds) in.push_back(Input(s));
+      auto ladders = p->Run(in, nullptr, &tune);
+      for (const auto& l : ladders) {
+        INFO(name << " " << DTypeName(dt) << " " << l.input.name);
+        for (const auto& r : l.rungs) INFO(FormatRung(r));
+        CHECK(l.ok());
+        CHECK(l.timings.size() == tune.size());
+        REQUIRE(l.fitness.has_value());
+        CHECK(l.fitness->fitness > 0.05);
+      }
     }
   }
 }
