@@ -82,13 +82,15 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+               : "r"(addr)
+               : "memory");  // ordered against the barriers and cp.async around it
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
                                                   unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
+               : "r"(addr)
+               : "memory");
 }
 
 // d += a * b for one m16n8k16 tile (bf16 inputs, f32 accumulators).
@@ -113,45 +115,85 @@ __device__ __forceinline__ uint4 load8_guarded(const unsigned short* src, int va
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Aligned path (K % 8 == 0 and N % 8 == 0): thread tid always copies chunk column
+// tid % CPR of rows tid / CPR + i * (NTHREADS / CPR). Row/column validity and the swizzled
+// shared offset are computed once (adding NTHREADS chunks moves by whole groups of 8
+// 128-byte lines, which leaves the swizzle phase unchanged), so a chunk costs a pointer
+// add, a compare and a cp.async.
+struct Loader {
+  static constexpr int kA = BM * CPR_A / NTHREADS, kRowStepA = NTHREADS / CPR_A;
+  static constexpr int kB = BK * CPR_B / NTHREADS, kRowStepB = NTHREADS / CPR_B;
+  const T* a;          // &A[bm + ra0][ca * 8]  (only dereferenced when valid)
+  const T* b;          // &B[kb0][bn + cb * 8]
+  size_t a_step, b_step;  // kRowStep rows, in elements
+  unsigned a_rows_ok;  // bit i: row ra0 + i * kRowStepA of the tile exists
+  bool b_col_ok;
+  int ca8, kb0;
+  unsigned a_off, b_off;  // byte offsets of chunk 0 inside a stage's A / B tile
+
+  __device__ __forceinline__ void init(const T* A, const T* B, int M, int N, int K, int bm, int bn, int tid) {
+    const int ra0 = tid / CPR_A, ca = tid % CPR_A;
+    const int cb = tid % CPR_B;
+    kb0 = tid / CPR_B;
+    ca8 = ca * 8;
+    a = A + ((size_t)(bm + ra0) * K + ca8);
+    b = B + ((size_t)kb0 * N + bn + cb * 8);
+    a_step = (size_t)kRowStepA * K;
+    b_step = (size_t)kRowStepB * N;
+    a_rows_ok = 0;
+#pragma unroll
+    for (int i = 0; i < kA; ++i) a_rows_ok |= (bm + ra0 + i * kRowStepA < M ? 1u : 0u) << i;
+    b_col_ok = bn + cb * 8 < N;
+    a_off = swz<CPR_A>(tid) * 16;
+    b_off = swz<CPR_B>(tid) * 16;
+  }
+
+  __device__ __forceinline__ void load(unsigned sa, unsigned sb, const T* A, const T* B, int N, int K, int k0) const {
+    const bool k_ok = ca8 + k0 < K;
+#pragma unroll
+    for (int i = 0; i < kA; ++i) {
+      const bool ok = k_ok && ((a_rows_ok >> i) & 1u);
+      cp_async16(sa + a_off + i * (NTHREADS * 16), ok ? a + (i * a_step + k0) : A, ok ? 16 : 0);
+    }
+    const T* bk = b + (size_t)k0 * N;
+#pragma unroll
+    for (int i = 0; i < kB; ++i) {
+      const bool ok = b_col_ok && k0 + kb0 + i * kRowStepB < K;
+      cp_async16(sb + b_off + i * (NTHREADS * 16), ok ? bk + i * b_step : B, ok ? 16 : 0);
+    }
+  }
+};
+static_assert(BM * CPR_A % NTHREADS == 0 && BK * CPR_B % NTHREADS == 0, "whole chunks per thread");
+static_assert(NTHREADS % (8 * (CPR_A >= 8 ? CPR_A : 8)) == 0 && NTHREADS % (8 * CPR_B) == 0,
+              "a step of NTHREADS chunks must keep the swizzle phase");
+
+// Unaligned rows: guarded 2-byte loads into the same swizzled layout (st.shared).
+__device__ __forceinline__ void load_stage_slow(T* sa_ptr, T* sb_ptr, const T* __restrict__ A, const T* __restrict__ B,
+                                                int M, int N, int K, int bm, int bn, int k0, int tid) {
+  for (int q = tid; q < BM * CPR_A; q += NTHREADS) {
+    const int r = q / CPR_A, c = q % CPR_A;
+    const int gm = bm + r, gk = k0 + c * 8;
+    const int valid = gm < M ? min(max(K - gk, 0), 8) : 0;
+    const unsigned short* src = reinterpret_cast<const unsigned short*>(A) + (valid > 0 ? (size_t)gm * K + gk : 0);
+    reinterpret_cast<uint4*>(sa_ptr)[swz<CPR_A>(q)] = load8_guarded(src, valid);
+  }
+  for (int q = tid; q < BK * CPR_B; q += NTHREADS) {
+    const int r = q / CPR_B, c = q % CPR_B;
+    const int gk = k0 + r, gn = bn + c * 8;
+    const int valid = gk < K ? min(max(N - gn, 0), 8) : 0;
+    const unsigned short* src = reinterpret_cast<const unsigned short*>(B) + (valid > 0 ? (size_t)gk * N + gn : 0);
+    reinterpret_cast<uint4*>(sb_ptr)[swz<CPR_B>(q)] = load8_guarded(src, valid);
+  }
+}
+
 // Fills one stage: the A tile rows [bm, bm+BM) x cols [k0, k0+BK) and the B tile rows
 // [k0, k0+BK) x cols [bn, bn+BN). Out-of-range elements become zero.
 template <bool ALIGNED>
-__device__ __forceinline__ void load_stage(unsigned sa, unsigned sb, T* sa_ptr, T* sb_ptr, const T* __restrict__ A,
-                                           const T* __restrict__ B, int M, int N, int K, int bm, int bn, int k0,
-                                           int tid) {
-  constexpr int kChunksA = BM * CPR_A, kChunksB = BK * CPR_B;
-#pragma unroll
-  for (int i = 0; i < (kChunksA + NTHREADS - 1) / NTHREADS; ++i) {
-    const int q = i * NTHREADS + tid;
-    if (kChunksA % NTHREADS != 0 && q >= kChunksA) break;
-    const int r = q / CPR_A, c = q % CPR_A;
-    const int gm = bm + r, gk = k0 + c * 8;
-    const int p = swz<CPR_A>(q);
-    if (ALIGNED) {
-      const bool ok = gm < M && gk < K;  // K % 8 == 0: a chunk is all in or all out
-      cp_async16(sa + p * 16, ok ? A + (size_t)gm * K + gk : A, ok ? 16 : 0);
-    } else {
-      const int valid = gm < M ? min(max(K - gk, 0), 8) : 0;
-      const unsigned short* src = reinterpret_cast<const unsigned short*>(A) + (valid > 0 ? (size_t)gm * K + gk : 0);
-      reinterpret_cast<uint4*>(sa_ptr)[p] = load8_guarded(src, valid);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < (kChunksB + NTHREADS - 1) / NTHREADS; ++i) {
-    const int q = i * NTHREADS + tid;
-    if (kChunksB % NTHREADS != 0 && q >= kChunksB) break;
-    const int r = q / CPR_B, c = q % CPR_B;
-    const int gk = k0 + r, gn = bn + c * 8;
-    const int p = swz<CPR_B>(q);
-    if (ALIGNED) {
-      const bool ok = gk < K && gn < N;  // N % 8 == 0
-      cp_async16(sb + p * 16, ok ? B + (size_t)gk * N + gn : B, ok ? 16 : 0);
-    } else {
-      const int valid = gk < K ? min(max(N - gn, 0), 8) : 0;
-      const unsigned short* src = reinterpret_cast<const unsigned short*>(B) + (valid > 0 ? (size_t)gk * N + gn : 0);
-      reinterpret_cast<uint4*>(sb_ptr)[p] = load8_guarded(src, valid);
-    }
-  }
+__device__ __forceinline__ void load_stage(const Loader& ld, unsigned sa, unsigned sb, T* sa_ptr, T* sb_ptr,
+                                           const T* __restrict__ A, const T* __restrict__ B, int M, int N, int K,
+                                           int bm, int bn, int k0, int tid) {
+  if (ALIGNED) ld.load(sa, sb, A, B, N, K, k0);
+  else load_stage_slow(sa_ptr, sb_ptr, A, B, M, N, K, bm, bn, k0, tid);
 }
 
 // The main loop: fills acc with this block's tile of A*B.
@@ -164,6 +206,8 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], T* smem, const
   T* sB = smem + STAGES * A_ELEMS;
   const unsigned sa0 = smem_u32(sA), sb0 = smem_u32(sB);
   const int ktiles = (K + BK - 1) / BK;
+  Loader ld;
+  if (ALIGNED) ld.init(A, B, M, N, K, bm, bn, tid);
 
   // Per-thread ldmatrix byte offsets inside a stage (see the fragment notes below).
   // A: lane l addresses row (l % 16) of a 16-row slab, chunk 2*kk + l / 16. Adding 16 rows
@@ -182,7 +226,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], T* smem, const
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < ktiles)
-      load_stage<ALIGNED>(sa0 + s * A_ELEMS * 2, sb0 + s * B_ELEMS * 2, sA + s * A_ELEMS, sB + s * B_ELEMS, A, B, M, N,
+      load_stage<ALIGNED>(ld, sa0 + s * A_ELEMS * 2, sb0 + s * B_ELEMS * 2, sA + s * A_ELEMS, sB + s * B_ELEMS, A, B, M, N,
                           K, bm, bn, s * BK, tid);
     cp_async_commit();
   }
@@ -198,7 +242,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], T* smem, const
     {
       const int kn = kt + STAGES - 1;
       if (kn < ktiles)
-        load_stage<ALIGNED>(sa0 + write_stage * A_ELEMS * 2, sb0 + write_stage * B_ELEMS * 2,
+        load_stage<ALIGNED>(ld, sa0 + write_stage * A_ELEMS * 2, sb0 + write_stage * B_ELEMS * 2,
                             sA + write_stage * A_ELEMS, sB + write_stage * B_ELEMS, A, B, M, N, K, bm, bn, kn * BK,
                             tid);
       cp_async_commit();  // possibly empty: keeps the group count in step with kt
