@@ -18,6 +18,9 @@ for stmt in sys.argv[2].split(";"):
     if stmt.strip():
         for row in db.execute(stmt): print("|".join(map(str, row)))' "$@"; }
 nvidia-smi -L
+# `gpu_validate.sh interrupt` runs only the Ctrl-C and kill -9 sections.
+only=${1:-all}
+if [ "$only" = all ]; then
 echo "== [gpu] tests"
 start=$(date +%s)
 timeout 300 kevolve_tests "[gpu]" -d yes > "$out/gpu_tests.log" 2>&1; echo "rc=$? in $(( $(date +%s) - start )) s"
@@ -38,6 +41,7 @@ timeout 150 kevolve --op softmax --gens 4 --population 8 --db "$out/llm.db" --ll
 sq "$out/llm.db" "SELECT operator, outcome, count(*), count(candidate_id) FROM llm_calls GROUP BY 1, 2;"
 sq "$out/llm.db" "SELECT operator, status, count(*) FROM candidates GROUP BY 1, 2;"
 
+fi
 echo "== Ctrl-C, then --resume"
 kevolve --op softmax --gens 200 --population 8 --db "$out/int.db" --no-export > "$out/int.log" 2>&1 &
 pid=$!; sleep 12; kill -INT $pid; wait $pid; echo "rc=$? (130 expected)"; tail -n 3 "$out/int.log"
@@ -53,6 +57,7 @@ timeout 150 kevolve --resume 1 --gens 8 --db "$out/kill.db" --no-export > "$out/
 sq "$out/kill.db" "SELECT count(*), count(DISTINCT hash), max(generation) FROM candidates; SELECT generations_done, status FROM runs;"
 echo "candidates before resume: $before"
 
+[ "$only" = all ] || exit 0
 echo "== export --profile"
 timeout 150 kevolve export --run 1 --top 1 --profile --out "$out/export" --db "$out/int.db" > "$out/export.log" 2>&1
 echo "rc=$?"; ls -la "$out"/export/*/ | head -20

@@ -6,21 +6,22 @@
 // partial in its own shared memory, cluster barrier, then every warp reads the CS
 // partials (lane r reads rank r) and adds them in one fixed butterfly, so every block
 // gets the same bits. x is read from DRAM once and y written once, even for a 1 MiB row
-// (256 x 262144 f32: 8 blocks of 1024 threads x 32 floats each), and rows x CS blocks
+// (256 x 262144 f32: 8 blocks of 512 threads x 64 floats each), and rows x CS blocks
 // keep the whole GPU busy where one block per row would leave most SMs idle.
 // The launch adapts to the row: CS is the smallest power of two (at most CLUSTER) whose
 // blocks of BLOCK threads hold the row in one tile, and the block the smallest power of
 // two >= 64 threads that holds the slice; short rows get CS = 1 (no cluster traffic).
 // Slices longer than a tile (rows > CLUSTER * BLOCK * CHUNKS * VEC) stream: tiles are
 // loaded one after another for the partial, then re-read last tile first (from
-// registers, then mostly from L2) to write. Empty slices (tiny rows) contribute 0.
+// registers, then mostly from L2) to write. Empty slices contribute 0.
+// WREG=1 loads w for the register tile before the reduction instead of after it.
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
 // No thread exits before the final cluster barrier: a block's shared memory must stay
 // alive until the other blocks of its cluster have read it.
 // @kevolve param   CLUSTER 8 4 2
-// @kevolve param   BLOCK   1024 512 256
+// @kevolve param   BLOCK   512 1024 256
 // @kevolve param   VBYTES  16 8 4
-// @kevolve param   CHUNKS  8 4 16 2
+// @kevolve param   CHUNKS  16 8 4 2
 // @kevolve param   WREG    0 1
 // @kevolve param   STCS    0 1
 // @kevolve require VBYTES >= sizeof_T
@@ -42,13 +43,17 @@ typedef uint2 Raw;
 #else
 typedef unsigned int Raw;
 #endif
+// A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
+// kept packed (two per 32-bit register) and converted with 32-bit operations.
 union Vec {
   Raw r;
+  unsigned int w[VBYTES / 4];
   T v[VEC];
 };
 
 // Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent.
+// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
+// the accesses are scalar and stop at cols.
 template <bool AL>
 __device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
   Vec u;
@@ -67,13 +72,72 @@ template <bool AL>
 __device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
   if (AL) {
     Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
-    if (STCS) __stcs(q, u.r);
+    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
     else *q = u.r;
   } else {
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
       if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
   }
+}
+
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+
+// Rounds to nearest even, two elements per conversion for 16-bit types.
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// An identity byte permute that the compilers cannot see through: floats converted from
+// u before it are not kept alive across it (they are converted again, which is cheap),
+// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
+// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
+__device__ __forceinline__ void launder(Vec& u) {
+#pragma unroll
+  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
+}
+
+// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
+// group of an unaligned row.
+template <bool AL>
+__device__ __forceinline__ int group_count(int g, int g1, int cols) {
+  if (g >= g1) return 0;
+  return AL ? VEC : min(VEC, cols - g * VEC);
 }
 
 __device__ __forceinline__ float warp_sum(float s) {
@@ -94,7 +158,7 @@ __device__ __forceinline__ float block_sum(float s) {
   return s;
 }
 
-template <bool AL>
+template <bool AL, int CH>
 __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* __restrict__ w, T* __restrict__ yr,
                                             int cols, float eps, bool live) {
   __shared__ float part;  // this block's partial, read by the whole cluster
@@ -106,31 +170,32 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* _
   const int gpb = (ngroups + cs - 1) / cs;  // groups per block
   const int g0 = min(ngroups, rank * gpb);
   const int g1 = live ? min(ngroups, g0 + gpb) : g0;  // this block's groups: [g0, g1)
-  const int tile = nt * CHUNKS;
+  const int tile = nt * CH;
   const int ntiles = max(1, (g1 - g0 + tile - 1) / tile);
-  Vec v[CHUNKS];
+  Vec v[CH];
 #if WREG
-  Vec wv[CHUNKS];
+  Vec wv[CH];
 #endif
   float ss = 0.f;
   for (int t = 0; t < ntiles; ++t) {
     const int gb = g0 + t * tile + tid;
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
+    for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
 #if WREG
     if (t == ntiles - 1) {
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) wv[c] = load_group<AL>(w, gb + c * nt, gb + c * nt < g1, cols);
+      for (int c = 0; c < CH; ++c) wv[c] = load_group<AL>(w, gb + c * nt, gb + c * nt < g1, cols);
     }
 #endif
-    float s = 0.f;
+    float s = 0.f;  // missing elements are zeros
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c)
+    for (int c = 0; c < CH; ++c) {
+      float f[VEC];
+      unpack(v[c], f);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const float f = kv::to_float(v[c].v[k]);
-        s = fmaf(f, f, s);
-      }
+      for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
+      launder(v[c]);
+    }
     ss += s;
   }
   ss = block_sum(ss);
@@ -149,24 +214,33 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* _
     const int gb = g0 + t * tile + tid;
     if (t != ntiles - 1) {
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
     }
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
+    for (int c = 0; c < CH; ++c) {
       const int g = gb + c * nt;
       if (g >= g1) continue;
+      float f[VEC], wf[VEC];
 #if WREG
-      const Vec wg = (t == ntiles - 1) ? wv[c] : load_group<AL>(w, g, true, cols);
+      unpack(t == ntiles - 1 ? wv[c] : load_group<AL>(w, g, true, cols), wf);
 #else
-      const Vec wg = load_group<AL>(w, g, true, cols);
+      unpack(load_group<AL>(w, g, true, cols), wf);
 #endif
-      Vec o;
+      unpack(v[c], f);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) o.v[k] = kv::from_float<T>(kv::to_float(v[c].v[k]) * rstd * kv::to_float(wg.v[k]));
-      store_group<AL>(yr, g, cols, o);
+      for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
+      store_group<AL>(yr, g, cols, pack(f));
     }
   }
   if (cs > 1) cluster.barrier_wait();  // keep `part` alive until every block has read it
+}
+
+// The unaligned path (scalar accesses), compiled apart and with half the chunks per tile:
+// inlined next to the aligned path, or with all CHUNKS, it makes ptxas spill at 64
+// registers. It is correct for any CHUNKS; rows longer than its tile stream.
+__device__ __noinline__ void cluster_row_unaligned(const T* __restrict__ xr, const T* __restrict__ w, T* __restrict__ yr,
+                                            int cols, float eps, bool live) {
+  cluster_row<false, (CHUNKS > 1 ? CHUNKS / 2 : 1)>(xr, w, yr, cols, eps, live);
 }
 
 // Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps).
@@ -176,6 +250,6 @@ rmsnorm_cluster(const T* __restrict__ x, const T* __restrict__ w, T* __restrict_
   const int row = blockIdx.x / cs;
   const bool live = row < rows;  // always, with the launch above; a dead block still joins the barriers
   const size_t off = (size_t)(live ? row : 0) * cols;
-  if (cols % VEC == 0) cluster_row<true>(x + off, w, y + off, cols, eps, live);
-  else cluster_row<false>(x + off, w, y + off, cols, eps, live);
+  if (cols % VEC == 0) cluster_row<true, CHUNKS>(x + off, w, y + off, cols, eps, live);
+  else cluster_row_unaligned(x + off, w, y + off, cols, eps, live);
 }

@@ -5,10 +5,10 @@
 // warp holds in registers: rows of at most one tile are read from DRAM exactly once.
 // Longer rows stream: tiles are loaded one after another to sum the squares, then
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
+// w is loaded once per warp and tile and used for all ROWS rows.
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
-// Sum of squares in f32 (low-precision inputs too), x^2 accumulated per lane, then a
-// butterfly over the warp: the order is fixed, so the result is deterministic.
-// Raw element bits stay in registers (a bf16 pair per 32-bit register), converted on use.
+// Sum of squares in f32 (low-precision inputs too), per lane, then a butterfly over the
+// warp: the order is fixed, so the result is deterministic.
 // @kevolve param   WARPS  4 2 8 16 1
 // @kevolve param   ROWS   2 1 4 8
 // @kevolve param   VBYTES 16 8 4
@@ -26,13 +26,17 @@ typedef uint2 Raw;
 #else
 typedef unsigned int Raw;
 #endif
+// A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
+// kept packed (two per 32-bit register) and converted with 32-bit operations.
 union Vec {
   Raw r;
+  unsigned int w[VBYTES / 4];
   T v[VEC];
 };
 
 // Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent.
+// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
+// the accesses are scalar and stop at cols.
 template <bool AL>
 __device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
   Vec u;
@@ -51,7 +55,7 @@ template <bool AL>
 __device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
   if (AL) {
     Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
-    if (STCS) __stcs(q, u.r);
+    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
     else *q = u.r;
   } else {
 #pragma unroll
@@ -60,13 +64,72 @@ __device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, 
   }
 }
 
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+
+// Rounds to nearest even, two elements per conversion for 16-bit types.
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// An identity byte permute that the compilers cannot see through: floats converted from
+// u before it are not kept alive across it (they are converted again, which is cheap),
+// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
+// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
+__device__ __forceinline__ void launder(Vec& u) {
+#pragma unroll
+  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
+}
+
+// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
+// group of an unaligned row.
 template <bool AL>
+__device__ __forceinline__ int group_count(int g, int g1, int cols) {
+  if (g >= g1) return 0;
+  return AL ? VEC : min(VEC, cols - g * VEC);
+}
+
+template <bool AL, int CH>
 __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                           int rows, int cols, float eps) {
   const int lane = threadIdx.x % 32;
   const int row0 = (blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
   const int ngroups = (cols + VEC - 1) / VEC;
-  const int ntiles = (ngroups + 32 * CHUNKS - 1) / (32 * CHUNKS);
+  const int ntiles = (ngroups + 32 * CH - 1) / (32 * CH);
   const T* xr[ROWS];
   T* yr[ROWS];
   bool live[ROWS];
@@ -78,26 +141,27 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
     yr[r] = y + off;
   }
 
-  Vec v[ROWS][CHUNKS];
+  Vec v[ROWS][CH];
   float ss[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) ss[r] = 0.f;
   for (int t = 0; t < ntiles; ++t) {
-    const int gb = t * 32 * CHUNKS + lane;
+    const int gb = t * 32 * CH + lane;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+      for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      float s = 0.f;
+      float s = 0.f;  // missing elements are zeros
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c)
+      for (int c = 0; c < CH; ++c) {
+        float f[VEC];
+        unpack(v[r][c], f);
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          const float f = kv::to_float(v[r][c].v[k]);
-          s = fmaf(f, f, s);
-        }
+        for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
+        launder(v[r][c]);
+      }
       ss[r] += s;
     }
   }
@@ -110,35 +174,44 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
   for (int r = 0; r < ROWS; ++r) rstd[r] = rsqrtf(ss[r] / (float)cols + eps);
 
   for (int t = ntiles - 1; t >= 0; --t) {
-    const int gb = t * 32 * CHUNKS + lane;
+    const int gb = t * 32 * CH + lane;
     if (t != ntiles - 1) {
 #pragma unroll
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-        for (int c = 0; c < CHUNKS; ++c)
+        for (int c = 0; c < CH; ++c)
           v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
     }
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
+    for (int c = 0; c < CH; ++c) {
       const int g = gb + 32 * c;
       if (g >= ngroups) continue;
-      const Vec wv = load_group<AL>(w, g, true, cols);  // shared by the warp's rows
+      float wf[VEC];
+      unpack(load_group<AL>(w, g, true, cols), wf);
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) {
         if (!live[r]) continue;
-        Vec o;
+        float f[VEC];
+        unpack(v[r][c], f);
 #pragma unroll
-        for (int k = 0; k < VEC; ++k)
-          o.v[k] = kv::from_float<T>(kv::to_float(v[r][c].v[k]) * rstd[r] * kv::to_float(wv.v[k]));
-        store_group<AL>(yr[r], g, cols, o);
+        for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd[r] * wf[k];
+        store_group<AL>(yr[r], g, cols, pack(f));
       }
     }
   }
 }
 
+// The unaligned path (scalar accesses), compiled apart and with half the chunks per tile:
+// inlined next to the aligned path, or with all CHUNKS, it makes ptxas spill at 64
+// registers. It is correct for any CHUNKS; rows longer than its tile stream.
+__device__ __noinline__ void warp_rows_unaligned(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                                          int rows, int cols, float eps) {
+  warp_rows<false, (CHUNKS > 1 ? CHUNKS / 2 : 1)>(x, w, y, rows, cols, eps);
+}
+
 // Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps).
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 rmsnorm_warp(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int rows, int cols, float eps) {
-  if (cols % VEC == 0) warp_rows<true>(x, w, y, rows, cols, eps);
-  else warp_rows<false>(x, w, y, rows, cols, eps);
+  if (cols % VEC == 0) warp_rows<true, CHUNKS>(x, w, y, rows, cols, eps);
+  else warp_rows_unaligned(x, w, y, rows, cols, eps);
 }

@@ -1,0 +1,288 @@
+// layernorm seed for short rows: one warp per row, ROWS rows per warp processed together
+// (their loads are all in flight at once), WARPS warps per block.
+// A row is cut into groups of VEC = VBYTES / sizeof_T elements (one 16-, 8- or 4-byte
+// access each); lane l takes groups l, l + 32, ... A tile is the 32 * CHUNKS groups the
+// warp holds in registers: rows of at most one tile are read from DRAM exactly once.
+// Longer rows stream: tiles are loaded one after another for the statistics, then
+// re-read (last tile first, from registers; the rest mostly from L2) to write.
+// w and b are loaded once per warp and tile and used for all ROWS rows.
+// When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
+// Statistics in f32, robust to a large mean: each lane takes the exact two-pass mean and
+// sum of squared deviations of its part of a tile (in registers), then (count, mean, M2)
+// triples are merged with Chan's formula, over tiles and over a warp butterfly. A merge
+// always takes the lower lane first, so both partners get the same bits: deterministic,
+// and every lane of a warp normalises with identical statistics. No E[x^2] - E[x]^2.
+// @kevolve param   WARPS  4 2 8 16 1
+// @kevolve param   ROWS   2 1 4 8
+// @kevolve param   VBYTES 16 8 4
+// @kevolve param   CHUNKS 4 2 8 1 16
+// @kevolve param   STCS   0 1
+// @kevolve require VBYTES >= sizeof_T
+// @kevolve require ROWS * CHUNKS * VBYTES <= 256
+// @kevolve launch  layernorm_warp grid=ceil_div(rows, WARPS * ROWS) block=32*WARPS smem=0
+
+#define VEC (VBYTES / KV_SIZEOF_T)
+#if VBYTES == 16
+typedef uint4 Raw;
+#elif VBYTES == 8
+typedef uint2 Raw;
+#else
+typedef unsigned int Raw;
+#endif
+// A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
+// kept packed (two per 32-bit register) and converted with 32-bit operations.
+union Vec {
+  Raw r;
+  unsigned int w[VBYTES / 4];
+  T v[VEC];
+};
+
+// Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
+// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
+// the accesses are scalar and stop at cols.
+template <bool AL>
+__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
+  Vec u;
+  u.r = Raw{};
+  if (AL) {
+    if (ok) u.r = *reinterpret_cast<const Raw*>(p + (size_t)g * VEC);
+  } else if (ok) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+      if (g * VEC + k < cols) u.v[k] = p[(size_t)g * VEC + k];
+  }
+  return u;
+}
+
+template <bool AL>
+__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
+  if (AL) {
+    Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
+    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
+    else *q = u.r;
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+      if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
+  }
+}
+
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+
+// Rounds to nearest even, two elements per conversion for 16-bit types.
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// An identity byte permute that the compilers cannot see through: floats converted from
+// u before it are not kept alive across it (they are converted again, which is cheap),
+// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
+// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
+__device__ __forceinline__ void launder(Vec& u) {
+#pragma unroll
+  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
+}
+
+// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
+// group of an unaligned row.
+template <bool AL>
+__device__ __forceinline__ int group_count(int g, int g1, int cols) {
+  if (g >= g1) return 0;
+  return AL ? VEC : min(VEC, cols - g * VEC);
+}
+
+// Count, mean, and sum of squared deviations from the mean.
+struct Stats {
+  float n, mean, m2;
+};
+
+// Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part first.
+__device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
+  const float n = a.n + b.n;
+  if (n == 0.f) return a;
+  const float f = b.n / n;
+  const float d = b.mean - a.mean;
+  Stats r;
+  r.n = n;
+  r.mean = fmaf(d, f, a.mean);
+  r.m2 = a.m2 + b.m2 + d * d * a.n * f;
+  return r;
+}
+
+// Butterfly over the warp, lower lane first: every lane ends with the same bits.
+__device__ __forceinline__ Stats warp_merge(Stats s) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    Stats p;
+    p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
+    p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
+    p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
+    s = (lane & o) ? merge(p, s) : merge(s, p);
+  }
+  return s;
+}
+
+// Statistics of one thread's part of a tile (chunk c is group gb + c * stride), exact
+// two-pass in registers: the mean of the part, then squared deviations from it.
+template <bool AL, int CH>
+__device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
+  int cnt = 0;
+  float s = 0.f;  // missing elements are zeros: they add nothing
+#pragma unroll
+  for (int c = 0; c < CH; ++c) {
+    cnt += group_count<AL>(gb + c * stride, g1, cols);
+    float f[VEC];
+    unpack(v[c], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) s += f[k];
+    launder(v[c]);
+  }
+  const float mean = cnt > 0 ? s / (float)cnt : 0.f;
+  float q = 0.f;
+#pragma unroll
+  for (int c = 0; c < CH; ++c) {
+    const int nv = group_count<AL>(gb + c * stride, g1, cols);
+    float f[VEC];
+    unpack(v[c], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const float d = f[k] - mean;
+      if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
+    }
+    launder(v[c]);
+  }
+  return Stats{(float)cnt, mean, q};
+}
+
+// y = (x - mean) * rstd * w + b for one group.
+__device__ __forceinline__ Vec normalize(const Vec& x, const Vec& w, const Vec& b, float mean, float rstd) {
+  float f[VEC], wf[VEC], bf[VEC];
+  unpack(x, f);
+  unpack(w, wf);
+  unpack(b, bf);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
+  return pack(f);
+}
+
+template <bool AL, int CH>
+__device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                          T* __restrict__ y, int rows, int cols, float eps) {
+  const int lane = threadIdx.x % 32;
+  const int row0 = (blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
+  const int ngroups = (cols + VEC - 1) / VEC;
+  const int ntiles = (ngroups + 32 * CH - 1) / (32 * CH);
+  const T* xr[ROWS];
+  T* yr[ROWS];
+  bool live[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    live[r] = row0 + r < rows;
+    const size_t off = (size_t)(live[r] ? row0 + r : 0) * cols;
+    xr[r] = x + off;
+    yr[r] = y + off;
+  }
+
+  Vec v[ROWS][CH];
+  Stats st[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) st[r] = Stats{0.f, 0.f, 0.f};
+  for (int t = 0; t < ntiles; ++t) {
+    const int gb = t * 32 * CH + lane;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) st[r] = merge(st[r], tile_stats<AL, CH>(v[r], gb, 32, ngroups, cols));
+  }
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      Stats p;
+      p.n = __shfl_xor_sync(0xffffffffu, st[r].n, o);
+      p.mean = __shfl_xor_sync(0xffffffffu, st[r].mean, o);
+      p.m2 = __shfl_xor_sync(0xffffffffu, st[r].m2, o);
+      st[r] = (lane & o) ? merge(p, st[r]) : merge(st[r], p);
+    }
+  float mean[ROWS], rstd[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    mean[r] = st[r].mean;
+    rstd[r] = rsqrtf(st[r].m2 / (float)cols + eps);
+  }
+
+  for (int t = ntiles - 1; t >= 0; --t) {
+    const int gb = t * 32 * CH + lane;
+    if (t != ntiles - 1) {
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int c = 0; c < CH; ++c)
+          v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+    }
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      const int g = gb + 32 * c;
+      if (g >= ngroups) continue;
+      const Vec wv = load_group<AL>(w, g, true, cols);  // shared by the warp's rows
+      const Vec bv = load_group<AL>(b, g, true, cols);
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+        if (live[r]) store_group<AL>(yr[r], g, cols, normalize(v[r][c], wv, bv, mean[r], rstd[r]));
+    }
+  }
+}
+
+// The unaligned path (scalar accesses), compiled apart and with half the chunks per tile:
+// inlined next to the aligned path, or with all CHUNKS, it makes ptxas spill at 64
+// registers. It is correct for any CHUNKS; rows longer than its tile stream.
+__device__ __noinline__ void warp_rows_unaligned(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                          T* __restrict__ y, int rows, int cols, float eps) {
+  warp_rows<false, (CHUNKS > 1 ? CHUNKS / 2 : 1)>(x, w, b, y, rows, cols, eps);
+}
+
+// Arguments: buffers (x, w, b, y), sizes (rows, cols), scalars (eps).
+extern "C" __global__ void __launch_bounds__(32 * WARPS)
+layernorm_warp(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y, int rows,
+               int cols, float eps) {
+  if (cols % VEC == 0) warp_rows<true, CHUNKS>(x, w, b, y, rows, cols, eps);
+  else warp_rows_unaligned(x, w, b, y, rows, cols, eps);
+}
