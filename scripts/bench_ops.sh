@@ -2,7 +2,7 @@
 # The op-library benchmark (issue 6): kevolve against PyTorch, side by side, in one call.
 #
 #   scripts/bench_ops.sh [--ops softmax,rmsnorm,layernorm,matmul] [--dtypes f32,bf16,f16]
-#                        [--time 60s | --gens N] [--out DIR]
+#                        [--time 60s | --gens N] [--population P] [--out DIR]
 #
 # For each op and dtype (matmul: bf16 only) it runs `kevolve --op OP --dtype DT` under the
 # stated budget into DIR/OP-DT.db, exports the best kernel and the fastest kernel of every
@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
     --dtypes) dtypes=$2; shift 2 ;;
     --time) budget=(--time "$2"); shift 2 ;;
     --gens) budget=(--gens "$2"); shift 2 ;;
+    --population) budget+=(--population "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "bench_ops.sh: unknown argument '$1' (see the header of this script)" >&2; exit 2 ;;
   esac

@@ -50,7 +50,8 @@ tail -n 4 "$out/int_resume.log"
 
 echo "== kill -9, then --resume"
 kevolve --op softmax --gens 200 --population 8 --db "$out/kill.db" --no-export > "$out/kill.log" 2>&1 &
-pid=$!; sleep 12; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
+# Kill in the middle of generation 2 (once generation 1 has reported), not during startup.
+pid=$!; for i in $(seq 120); do grep -q "gen 1/" "$out/kill.log" && break; sleep 0.5; done; sleep 2; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
 pgrep -f "kevolve worker" && echo "ORPHAN WORKERS LEFT" || echo "no orphan workers"
 before=$(sq "$out/kill.db" "SELECT count(*) FROM candidates")
 timeout 150 kevolve --resume 1 --gens 8 --db "$out/kill.db" --no-export > "$out/kill_resume.log" 2>&1; echo "resume rc=$?"
