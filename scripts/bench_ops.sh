@@ -7,7 +7,7 @@
 # For each op and dtype (matmul: bf16 only) it runs `kevolve --op OP --dtype DT` under the
 # stated budget into DIR/OP-DT.db, exports the best kernel and the fastest kernel of every
 # tune shape (each re-checked on the held-out shapes) to DIR/export/OP-DT, then times
-# PyTorch on the same shapes in the same call (torch_baselines.py) and writes DIR/table.md.
+# PyTorch on the same shapes in the same call (torch_baselines.py, run first) and writes DIR/table.md.
 # Run it on the GPU host after `source .gpu/env.sh`; when one call's 10 minutes is not
 # enough, split the ops across calls (each call re-runs PyTorch). Merge the results here:
 #   python3 scripts/bench_table.py DIR1 DIR2 ... --update docs/BENCHMARKS.md
@@ -32,6 +32,8 @@ mkdir -p "$out/export"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader > "$out/device.txt" 2>&1
 date -u +%Y-%m-%dT%H:%MZ > "$out/date.txt"
 echo "${budget[*]}" > "$out/budget.txt"
+# PyTorch in the same call, on the same GPU: first, so that a call cut short still has it.
+python3 "$torch_py" --ops "$ops" --dtypes "$dtypes" --json "$out/torch.json" > "$out/torch.log" 2>&1 || echo "torch_baselines.py failed: $(tail -n 3 "$out/torch.log")"
 for op in ${ops//,/ }; do
   for dt in ${dtypes//,/ }; do
     if [ "$op" = matmul ] && [ "$dt" != bf16 ]; then continue; fi
@@ -45,6 +47,4 @@ for op in ${ops//,/ }; do
     tail -n 2 "$out/$name.log"
   done
 done
-# PyTorch in the same call, on the same GPU.
-python3 "$torch_py" --ops "$ops" --dtypes "$dtypes" --json "$out/torch.json" > "$out/torch.log" 2>&1 || echo "torch_baselines.py failed: $(tail -n 3 "$out/torch.log")"
 python3 "$here/scripts/bench_table.py" "$out" > "$out/table.md" && cat "$out/table.md"
