@@ -69,7 +69,10 @@ def table(dirs):
     for res in dirs:
         torch = res["torch"]
         copy_t = torch["copy_GBps"] if torch else None
-        out.append(f"### {res['device'] or 'device ?'}, {res['date']}, budget `{res['budget']}` per op and dtype")
+        device = (res["device"].splitlines() or ["device ?"])[0].split(",")[0]
+        out.append(f"### {res['date']}: {device}, budget `{res['budget']}` per op and dtype")
+        out.append("")
+        out.append(f"nvidia-smi: {'; '.join(res['device'].splitlines())}")
         out.append("")
         out.append(f"PyTorch {torch['torch'] if torch else '?'}; copy ceiling {fmt(copy_t, '%.0f')} GB/s (PyTorch copy, same call).")
         out.append("")

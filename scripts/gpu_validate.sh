@@ -30,7 +30,7 @@ echo "== LLM operators in the search (replay provider)"
 mkdir -p "$out/replies"
 cat > "$out/replies/r0.txt" <<'R'
 <<<<<<< SEARCH
-// @kevolve param   WARPS  4 1 2 8
+// @kevolve param   WARPS  4 2 8 1
 =======
 // @kevolve param   WARPS  8 4 2 1
 >>>>>>> REPLACE

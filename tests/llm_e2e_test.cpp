@@ -21,7 +21,7 @@ namespace {
 const char* kEdit = R"(Here is a change: eight warps per block by default.
 
 <<<<<<< SEARCH
-// @kevolve param   WARPS  4 1 2 8
+// @kevolve param   WARPS  4 2 8 1
 =======
 // @kevolve param   WARPS  8 4 2 1
 >>>>>>> REPLACE

@@ -145,7 +145,7 @@ TEST_CASE("OpSpec: the shipped softmax spec loads", "[core]") {
   CHECK(op.tune[0].sizes == Env{{"rows", 4096}, {"cols", 1024}});
   CHECK(op.tune[1].label == "16384x4096");
   CHECK(op.tune[8].label == "256x262144");
-  CHECK(op.check.size() == 8);
+  CHECK(op.check.size() == 9);
   CHECK(op.check[0].label == "1x1");
   CHECK(op.heldout.size() == 5);
   CHECK(op.heldout[0].label == "33x12345");
@@ -168,9 +168,10 @@ TEST_CASE("OpSpec: the shipped softmax spec loads", "[core]") {
   CHECK(fs::path(op.reference).is_absolute());
   CHECK(fs::is_regular_file(op.reference));
   CHECK(fs::path(op.reference).filename() == "reference.cu");
-  REQUIRE(op.seeds.size() == 2);
+  REQUIRE(op.seeds.size() == 3);
   CHECK(fs::path(op.seeds[0]).filename() == "warp_row.cu");
   CHECK(fs::path(op.seeds[1]).filename() == "block_row.cu");
+  CHECK(fs::path(op.seeds[2]).filename() == "cluster_row.cu");
   for (const auto& seed : op.seeds) {
     INFO(seed);
     CHECK(fs::path(seed).is_absolute());

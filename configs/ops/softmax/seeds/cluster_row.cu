@@ -1,31 +1,33 @@
 // softmax seed for very long rows: a thread-block cluster of CS blocks per row.
-// Block `rank` of a cluster owns a contiguous slice of its row (ceil(groups / CS)
-// groups of VEC = VBYTES / sizeof_T elements, one 16-, 8- or 4-byte access each), holds
-// it in registers (CHUNKS groups per thread), and reduces it to a partial (max, sum of
-// exp(x - max)). The CS partials meet through distributed shared memory: each block
-// publishes its pair in its own shared memory, cluster barrier, then every warp reads
-// the CS pairs (lane r reads rank r) and merges them online in one fixed butterfly, so
-// every block gets the same bits. x is read from DRAM once and y written once, even for
-// a 1 MiB row (256 x 262144 f32: 8 blocks of 512 threads x 64 floats each), and
-// rows x CS blocks keep the whole GPU busy where one block per row would leave most
-// SMs idle (or re-read the row).
+// Block `rank` of a cluster owns a contiguous slice of its row (ceil(groups / CS) groups
+// of VEC = VBYTES / sizeof_T elements, one 16-, 8- or 4-byte access each) and holds it
+// in registers (CHUNKS groups per thread), so x is read from DRAM once and y written
+// once even for a 1 MiB row, and rows x CS blocks keep the whole GPU busy.
+// Register path (slice <= one tile): all loads first (missing elements read as -inf);
+// packed max (max.bf16x2 / max.f16x2) -> block max mb; e = ex2(x*log2e - mb*log2e), one
+// FFMA + one MUFU.EX2 per element, kept in registers as floats; block sum sb. The CS
+// pairs (mb, sb) meet through distributed shared memory: each block publishes its pair,
+// cluster barrier, then every warp reads the CS pairs (lane r reads rank r) and reduces
+// them in one fixed butterfly (max M, then sum S of sb * 2^((mb - M) * log2e)), so every
+// block gets the same bits. y = e * (2^((mb - M) * log2e) / S): one FMUL per element.
 // The launch adapts to the row: CS is the smallest power of two (at most CLUSTER) whose
 // blocks of BLOCK threads hold the row in one tile, and the block the smallest power of
 // two >= 64 threads that holds the slice; short rows get CS = 1 (no cluster traffic).
-// Slices longer than a tile (rows > CLUSTER * BLOCK * CHUNKS * VEC) stream: tiles are
-// loaded one after another for the partial, then re-read last tile first (from
-// registers, then mostly from L2) to write. Empty slices contribute (-inf, 0).
+// Slices longer than a tile (rows > CLUSTER * BLOCK * CHUNKS * VEC) stream: per thread a
+// running (max, sum) over the tiles, then the same block and cluster reductions, then a
+// write pass that re-reads the slice (last tile first, from registers; the rest mostly
+// from L2) and recomputes exp. Empty slices contribute (-inf, 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
 // No thread exits before the final cluster barrier: a block's shared memory must stay
 // alive until the other blocks of its cluster have read it.
 // @kevolve param   CLUSTER 8 4 2
-// @kevolve param   BLOCK   512 1024 256
+// @kevolve param   BLOCK   256 512 128 1024
 // @kevolve param   VBYTES  16 8 4
-// @kevolve param   CHUNKS  16 8 4 2
+// @kevolve param   CHUNKS  8 4 16 2
 // @kevolve param   STCS    0 1
 // @kevolve require VBYTES >= sizeof_T
-// @kevolve require CHUNKS * VBYTES <= 256
-// @kevolve require CHUNKS * VBYTES / 4 + 24 <= 65536 / BLOCK
+// @kevolve require CHUNKS * VBYTES / sizeof_T <= 64
+// @kevolve require CHUNKS * VBYTES / sizeof_T + 2 * CHUNKS + 24 <= 65536 / BLOCK
 // @kevolve entry   softmax_cluster
 // @kevolve grid    rows * min(CLUSTER, pow2_ceil(ceil_div(cols, BLOCK * CHUNKS * VBYTES / sizeof_T)))
 // @kevolve block   min(BLOCK, max(64, pow2_ceil(ceil_div(ceil_div(cols, min(CLUSTER, pow2_ceil(ceil_div(cols, BLOCK * CHUNKS * VBYTES / sizeof_T)))), CHUNKS * VBYTES / sizeof_T))))
@@ -35,6 +37,7 @@
 namespace cg = cooperative_groups;
 
 #define VEC (VBYTES / KV_SIZEOF_T)
+#define NWORD (VBYTES / 4)
 #if VBYTES == 16
 typedef uint4 Raw;
 #elif VBYTES == 8
@@ -43,26 +46,51 @@ typedef uint2 Raw;
 typedef unsigned int Raw;
 #endif
 // A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
-// kept packed (two per 32-bit register) and converted with 32-bit operations.
+// kept packed (two per 32-bit word) and converted with 32-bit operations.
 union Vec {
   Raw r;
-  unsigned int w[VBYTES / 4];
+  unsigned int w[NWORD];
   T v[VEC];
 };
 
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
-// the accesses are scalar and stop at cols.
+// A 32-bit word of -inf elements.
+#if defined(KV_DTYPE_F32)
+#define NEG_WORD 0xff800000u
+#elif defined(KV_DTYPE_BF16)
+#define NEG_WORD 0xff80ff80u
+#else
+#define NEG_WORD 0xfc00fc00u
+#endif
+#define LOG2E 1.4426950408889634f
+
+// 2^x in one MUFU.EX2 (flushes denormal results to zero; 2^-inf = +0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// 1/x, within an ulp (x >= 1 here: the sum includes the max element's e = 1).
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Group g (elements g*VEC .. g*VEC+VEC-1) of a row; the whole group when !ok, and
+// elements at or past cols, read as -inf. AL: the row is VBYTES-aligned and
+// cols % VEC == 0, so a group is whole or absent; otherwise the accesses are scalar.
 template <bool AL>
 __device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
   Vec u;
-  u.r = Raw{};
+#pragma unroll
+  for (int j = 0; j < NWORD; ++j) u.w[j] = NEG_WORD;
   if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + (size_t)g * VEC);
+    if (ok) u.r = *reinterpret_cast<const Raw*>(p + g * VEC);
   } else if (ok) {
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[(size_t)g * VEC + k];
+      if (g * VEC + k < cols) u.v[k] = p[g * VEC + k];
   }
   return u;
 }
@@ -70,20 +98,58 @@ __device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool o
 template <bool AL>
 __device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
   if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
+    Raw* q = reinterpret_cast<Raw*>(p + g * VEC);
     if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
     else *q = u.r;
   } else {
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
+      if (g * VEC + k < cols) p[g * VEC + k] = u.v[k];
   }
+}
+
+// Elementwise max of two words (one f32, or two packed 16-bit values).
+__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
+#if defined(KV_DTYPE_F32)
+  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+#else
+  unsigned int d;
+#if defined(KV_DTYPE_BF16)
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+#endif
+}
+
+// Folds a group into a running word max (a tree inside the group, for ILP).
+__device__ __forceinline__ unsigned int max_group(unsigned int acc, const Vec& u) {
+#if NWORD == 4
+  return wmax(acc, wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+#elif NWORD == 2
+  return wmax(acc, wmax(u.w[0], u.w[1]));
+#else
+  return wmax(acc, u.w[0]);
+#endif
+}
+
+// The max of the elements of a word, as a float.
+__device__ __forceinline__ float word_max(unsigned int a) {
+#if defined(KV_DTYPE_F32)
+  return __uint_as_float(a);
+#elif defined(KV_DTYPE_BF16)
+  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
+#else
+  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
+  return fmaxf(p.x, p.y);
+#endif
 }
 
 __device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
 #if defined(KV_DTYPE_F32)
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
+  for (int k = 0; k < VEC; ++k) f[k] = __uint_as_float(u.w[k]);
 #elif defined(KV_DTYPE_BF16)
 #pragma unroll
   for (int j = 0; j < VEC / 2; ++j) {
@@ -105,7 +171,7 @@ __device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
   Vec u;
 #if defined(KV_DTYPE_F32)
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
+  for (int k = 0; k < VEC; ++k) u.w[k] = __float_as_uint(f[k]);
 #elif defined(KV_DTYPE_BF16)
 #pragma unroll
   for (int j = 0; j < VEC / 2; ++j) {
@@ -122,89 +188,63 @@ __device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
   return u;
 }
 
-// An identity byte permute that the compilers cannot see through: floats converted from
-// u before it are not kept alive across it (they are converted again, which is cheap),
-// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
-// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
-__device__ __forceinline__ void launder(Vec& u) {
+// e = 2^(x*log2e + nml) for a group (nml = -max*log2e), and the group's sum (a tree).
+__device__ __forceinline__ float exp_group(const Vec& u, float nml, float (&e)[VEC]) {
+  float f[VEC];
+  unpack(u, f);
 #pragma unroll
-  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
+  for (int k = 0; k < VEC; ++k) e[k] = ex2(fmaf(f[k], LOG2E, nml));
+  float t[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) t[k] = e[k];
+#pragma unroll
+  for (int h = VEC / 2; h > 0; h /= 2)
+#pragma unroll
+    for (int k = 0; k < h; ++k) t[k] += t[k + h];
+  return t[0];
 }
 
-// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
-// group of an unaligned row.
-template <bool AL>
-__device__ __forceinline__ int group_count(int g, int g1, int cols) {
-  if (g >= g1) return 0;
-  return AL ? VEC : min(VEC, cols - g * VEC);
+// Block-wide max and sum; every thread gets the same bits. blockDim.x is a power of two
+// >= 64 (the launch makes it so). Separate arrays: no barrier between the two.
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float red[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = red[lane & (nw - 1)];
+  for (int o = nw / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
-// A running maximum m and s = sum of exp(x - m) over the elements seen.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float red[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = red[lane & (nw - 1)];
+  for (int o = nw / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// A block's partial: its max and the sum of 2^((x - max) * log2e) over its slice.
 struct Stats {
   float m, s;
 };
 
-// Online merge; symmetric in its bits (max and + commute), so any order of the two
-// operands gives the same result.
-__device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == kv::neg_inf()) return a;
-  const float sa = a.m == kv::neg_inf() ? 0.f : a.s * __expf(a.m - m);
-  const float sb = b.m == kv::neg_inf() ? 0.f : b.s * __expf(b.m - m);
-  return Stats{m, sa + sb};
-}
-
-__device__ __forceinline__ Stats warp_merge(Stats s) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Stats p;
-    p.m = __shfl_xor_sync(0xffffffffu, s.m, o);
-    p.s = __shfl_xor_sync(0xffffffffu, s.s, o);
-    s = merge(s, p);
-  }
-  return s;
-}
-
-// Block-wide merge; every thread gets the same value.
-__device__ __forceinline__ Stats block_merge(Stats s) {
-  __shared__ Stats red[BLOCK / 32];
-  s = warp_merge(s);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
-  __syncthreads();
-  s = red[0];
-  const int nw = blockDim.x / 32;
-  for (int i = 1; i < nw; ++i) s = merge(s, red[i]);
-  return s;
-}
-
-// (max, sum of exp(x - max)) of one thread's part of a tile; missing elements excluded.
-template <bool AL, int CH>
-__device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
-  float m = kv::neg_inf();
-#pragma unroll
-  for (int c = 0; c < CH; ++c) {
-    const int nv = group_count<AL>(gb + c * stride, g1, cols);
-    float f[VEC];
-    unpack(v[c], f);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (AL ? nv > 0 : k < nv) m = fmaxf(m, f[k]);
-    launder(v[c]);
-  }
-  float s = 0.f;
-  if (m != kv::neg_inf()) {
-#pragma unroll
-    for (int c = 0; c < CH; ++c) {
-      const int nv = group_count<AL>(gb + c * stride, g1, cols);
-      float f[VEC];
-      unpack(v[c], f);
-#pragma unroll
-      for (int k = 0; k < VEC; ++k)
-        if (AL ? nv > 0 : k < nv) s += __expf(f[k] - m);
-      launder(v[c]);
-    }
-  }
-  return Stats{m, s};
+// Reduces the CS partials of the cluster to (M, S); every thread of the cluster gets the
+// same bits. cs is a power of two <= 32: lane l reads rank l & (cs - 1), then a butterfly.
+__device__ __forceinline__ Stats cluster_reduce(cg::cluster_group& cluster, Stats* part, int cs) {
+  const int lane = threadIdx.x % 32;
+  const Stats p = *cluster.map_shared_rank(part, lane & (cs - 1));
+  float M = p.m;
+  for (int o = cs / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+  float S = p.s * ex2((p.m - M) * LOG2E);  // an empty slice: 0 * ex2(-inf) = 0
+  for (int o = cs / 2; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
+  return Stats{M, S};
 }
 
 template <bool AL, int CH>
@@ -218,58 +258,132 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
   const int gpb = (ngroups + cs - 1) / cs;  // groups per block
   const int g0 = min(ngroups, rank * gpb);
   const int g1 = live ? min(ngroups, g0 + gpb) : g0;  // this block's groups: [g0, g1)
+  const int n = g1 - g0;
   const int tile = nt * CH;
-  const int ntiles = max(1, (g1 - g0 + tile - 1) / tile);
+  const T* xs = xr + g0 * VEC;  // the slice (g0 * VEC < cols: the offset fits an int)
+  T* ys = yr + g0 * VEC;
+  // Aligned slices start on a group boundary, so group indices below are slice-relative.
+  const int ntiles = max(1, (n + tile - 1) / tile);
   Vec v[CH];
-  Stats st{kv::neg_inf(), 0.f};
-  for (int t = 0; t < ntiles; ++t) {
-    const int gb = g0 + t * tile + tid;
+
+  if (ntiles == 1) {
+    // Register path. Chunk c (groups c*nt .. c*nt+nt-1) exists iff c * nt < n, the same
+    // for the whole block.
+    const bool full = AL && n == tile;
 #pragma unroll
-    for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
-    st = merge(st, tile_stats<AL, CH>(v, gb, nt, g1, cols));
+    for (int c = 0; c < CH; ++c) {
+      const int g = tid + c * nt;
+      if (full || (c + 1) * nt <= n) v[c] = load_group<AL>(xs, g, true, cols - g0 * VEC);
+      else if (c * nt < n) v[c] = load_group<AL>(xs, g, g < n, cols - g0 * VEC);
+    }
+    unsigned int macc = NEG_WORD;
+#pragma unroll
+    for (int c = 0; c < CH; ++c)
+      if (full || c * nt < n) macc = max_group(macc, v[c]);
+    const float mb = block_max(word_max(macc));  // -inf only for an empty slice
+    const float nml = mb == kv::neg_inf() ? 0.f : -mb * LOG2E;
+    float e[CH][VEC];
+    float s = 0.f;
+#pragma unroll
+    for (int c = 0; c < CH; ++c)
+      if (full || c * nt < n) s += exp_group(v[c], nml, e[c]);
+    const float sb = block_sum(s);
+    float scale = rcp(sb);
+    if (cs > 1) {
+      if (tid == 0) part = Stats{mb, sb};
+      cluster.sync();  // partials written and visible cluster-wide
+      const Stats t = cluster_reduce(cluster, &part, cs);
+      cluster.barrier_arrive();  // done reading remote shared memory; waited for at the end
+      scale = ex2((mb - t.m) * LOG2E) * rcp(t.s);
+    }
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      const int g = tid + c * nt;
+      if (full || (c * nt < n && g < n)) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) e[c][k] *= scale;
+        store_group<AL>(ys, g, cols - g0 * VEC, pack(e[c]));
+      }
+    }
+    if (cs > 1) cluster.barrier_wait();  // keep `part` alive until every block has read it
+    return;
   }
-  st = block_merge(st);
+
+  // Streaming path: per thread, m = running max, s = sum of 2^((x - m) * log2e).
+  float m = kv::neg_inf(), s = 0.f;
+  for (int t = 0; t < ntiles; ++t) {
+    const int gb = t * tile + tid;
+    if (AL && (t + 1) * tile <= n) {  // a whole tile: no checks
+#pragma unroll
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xs, gb + c * nt, true, cols - g0 * VEC);
+    } else {
+#pragma unroll
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xs, gb + c * nt, gb + c * nt < n, cols - g0 * VEC);
+    }
+    unsigned int macc = NEG_WORD;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) macc = max_group(macc, v[c]);
+    const float mt = word_max(macc);
+    if (mt != kv::neg_inf()) {  // else this thread has no element in this tile
+      const float mn = fmaxf(m, mt);
+      const float nml = -mn * LOG2E;
+      float st = 0.f;
+#pragma unroll
+      for (int c = 0; c < CH; ++c) {
+        float e[VEC];
+        st += exp_group(v[c], nml, e);
+      }
+      s = s * ex2((m - mn) * LOG2E) + st;  // m = -inf: s = 0, ex2(-inf) = 0
+      m = mn;
+    }
+  }
+  Stats st;
+  st.m = block_max(m);  // a streaming slice is never empty: finite
+  st.s = block_sum(s * ex2((m - st.m) * LOG2E));
   if (cs > 1) {
     if (tid == 0) part = st;
-    cluster.sync();  // partials written and visible cluster-wide
-    const int lane = tid % 32;
-    Stats p{kv::neg_inf(), 0.f};
-    if (lane < cs) p = *cluster.map_shared_rank(&part, lane);
-    st = warp_merge(p);
-    cluster.barrier_arrive();  // done reading remote shared memory; waited for at the end
+    cluster.sync();
+    st = cluster_reduce(cluster, &part, cs);
+    cluster.barrier_arrive();
   }
-  const float mx = st.m;
-  const float inv = 1.f / st.s;
-
+  const float inv = rcp(st.s);
+  const float nml = -st.m * LOG2E;
   for (int t = ntiles - 1; t >= 0; --t) {
-    const int gb = g0 + t * tile + tid;
-    if (t != ntiles - 1) {
+    const int gb = t * tile + tid;
+    if (t != ntiles - 1) {  // a whole tile
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xs, gb + c * nt, true, cols - g0 * VEC);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       const int g = gb + c * nt;
-      if (g >= g1) continue;
-      float f[VEC];
-      unpack(v[c], f);
+      if (g >= n) continue;
+      float e[VEC];
+      exp_group(v[c], nml, e);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) f[k] = __expf(f[k] - mx) * inv;
-      store_group<AL>(yr, g, cols, pack(f));
+      for (int k = 0; k < VEC; ++k) e[k] *= inv;
+      store_group<AL>(ys, g, cols - g0 * VEC, pack(e));
     }
   }
-  if (cs > 1) cluster.barrier_wait();  // keep `part` alive until every block has read it
+  if (cs > 1) cluster.barrier_wait();
 }
 
-// The unaligned path (scalar accesses), compiled apart and with half the chunks per tile:
-// inlined next to the aligned path, or with all CHUNKS, it makes ptxas spill at 64
-// registers. It is correct for any CHUNKS; rows longer than its tile stream.
+// The unaligned path (scalar accesses), compiled apart with a quarter of the chunks per
+// tile so that it does not raise the register count of the aligned path; longer slices
+// stream. None of the tuning shapes takes it.
 __device__ __noinline__ void cluster_row_unaligned(const T* __restrict__ xr, T* __restrict__ yr, int cols, bool live) {
-  cluster_row<false, (CHUNKS > 1 ? CHUNKS / 2 : 1)>(xr, yr, cols, live);
+  cluster_row<false, (CHUNKS > 4 ? CHUNKS / 4 : 1)>(xr, yr, cols, live);
 }
+
+// Register cap, as in block_row.cu: the tile's floats, 2 per chunk, 20 more (a quarter
+// more for f32), at most what a block of BLOCK threads may use.
+#define TILE_F (CHUNKS * VEC)
+#define REG_CAP0 (((TILE_F + 2 * CHUNKS + 20 + (KV_SIZEOF_T == 4 ? TILE_F / 4 : 0) + 7) / 8) * 8)
+#define REG_CAP1 (REG_CAP0 < 65536 / BLOCK ? REG_CAP0 : 65536 / BLOCK)
+#define REG_CAP (REG_CAP1 > 255 ? 255 : REG_CAP1)
 
 // Arguments: buffers (x, y), sizes (rows, cols).
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void __maxnreg__(REG_CAP)
 softmax_cluster(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
   const int cs = (int)cg::this_cluster().num_blocks();
   const int row = blockIdx.x / cs;

@@ -1,17 +1,195 @@
-// softmax seed: one warp per row, WARPS rows per block.
-// Rows of at most 32*VEC*CHUNKS elements are held in registers, so x is read once.
-// Longer rows stream twice: an online (max, sum) pass, then a write pass that re-reads
-// the row, mostly from L2. VEC is the vector width of each load (16 bytes at most).
-// @kevolve param   WARPS  4 1 2 8
-// @kevolve param   VEC    4 1 2 8
-// @kevolve param   CHUNKS 4 1 2 8 16
-// @kevolve require VEC * sizeof_T <= 16
-// @kevolve require VEC * CHUNKS <= 64
-// @kevolve launch  softmax_warp grid=ceil_div(rows, WARPS) block=32*WARPS smem=0
+// softmax seed for short rows: one warp per row, ROWS rows per warp processed together
+// (all their loads in flight at once), WARPS warps per block.
+// A row is cut into groups of VEC = VBYTES / sizeof_T elements (one 16-, 8- or 4-byte
+// access each); lane l takes groups l, l + 32, ... A tile is the 32 * CHUNKS groups the
+// warp holds in registers per row.
+// Register path (row <= one tile), x read from DRAM once: the loads of all ROWS rows
+// first (missing elements read as -inf); packed max (max.bf16x2 / max.f16x2: one op per
+// two elements), warp butterflies for the ROWS rows interleaved -> row max m (finite);
+// e = ex2(x*log2e - m*log2e), one FFMA + one MUFU.EX2 per element, kept in registers as
+// floats (-inf pads give 0: no per-element checks); warp sums; y = e * (1/s), packed
+// back two elements per cvt, one 16-byte store per group.
+// Longer rows stream, one row at a time: per lane a running (max, sum) over the tiles,
+// then the warp max, each lane's sum rescaled to it, the warp sum, and a write pass that
+// re-reads the row (last tile first, from registers; the rest mostly from L2).
+// When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
+// Reductions in f32 in a fixed order (per lane, then a butterfly): deterministic.
+// @kevolve param   WARPS  4 2 8 1
+// @kevolve param   ROWS   2 1 4 8
+// @kevolve param   VBYTES 16 8 4
+// @kevolve param   CHUNKS 2 1 4 8 16
+// @kevolve param   STCS   0 1
+// @kevolve require VBYTES >= sizeof_T
+// @kevolve require ROWS * CHUNKS * VBYTES / sizeof_T <= 64
+// @kevolve launch  softmax_warp grid=ceil_div(rows, WARPS * ROWS) block=32*WARPS smem=0
 
-struct alignas(VEC * KV_SIZEOF_T) Vec {
+#define VEC (VBYTES / KV_SIZEOF_T)
+#define NWORD (VBYTES / 4)
+#if VBYTES == 16
+typedef uint4 Raw;
+#elif VBYTES == 8
+typedef uint2 Raw;
+#else
+typedef unsigned int Raw;
+#endif
+// A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
+// kept packed (two per 32-bit word) and converted with 32-bit operations.
+union Vec {
+  Raw r;
+  unsigned int w[NWORD];
   T v[VEC];
 };
+
+// A 32-bit word of -inf elements.
+#if defined(KV_DTYPE_F32)
+#define NEG_WORD 0xff800000u
+#elif defined(KV_DTYPE_BF16)
+#define NEG_WORD 0xff80ff80u
+#else
+#define NEG_WORD 0xfc00fc00u
+#endif
+#define LOG2E 1.4426950408889634f
+
+// 2^x in one MUFU.EX2 (flushes denormal results to zero; 2^-inf = +0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// 1/x, within an ulp (x >= 1 here: the sum includes the max element's e = 1).
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Group g (elements g*VEC .. g*VEC+VEC-1) of a row; the whole group when !ok, and
+// elements at or past cols, read as -inf. AL: the row is VBYTES-aligned and
+// cols % VEC == 0, so a group is whole or absent; otherwise the accesses are scalar.
+template <bool AL>
+__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
+  Vec u;
+#pragma unroll
+  for (int j = 0; j < NWORD; ++j) u.w[j] = NEG_WORD;
+  if (AL) {
+    if (ok) u.r = *reinterpret_cast<const Raw*>(p + g * VEC);
+  } else if (ok) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+      if (g * VEC + k < cols) u.v[k] = p[g * VEC + k];
+  }
+  return u;
+}
+
+template <bool AL>
+__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
+  if (AL) {
+    Raw* q = reinterpret_cast<Raw*>(p + g * VEC);
+    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
+    else *q = u.r;
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+      if (g * VEC + k < cols) p[g * VEC + k] = u.v[k];
+  }
+}
+
+// Elementwise max of two words (one f32, or two packed 16-bit values).
+__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
+#if defined(KV_DTYPE_F32)
+  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+#else
+  unsigned int d;
+#if defined(KV_DTYPE_BF16)
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+#endif
+}
+
+// Folds a group into a running word max (a tree inside the group, for ILP).
+__device__ __forceinline__ unsigned int max_group(unsigned int acc, const Vec& u) {
+#if NWORD == 4
+  return wmax(acc, wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+#elif NWORD == 2
+  return wmax(acc, wmax(u.w[0], u.w[1]));
+#else
+  return wmax(acc, u.w[0]);
+#endif
+}
+
+// The max of the elements of a word, as a float.
+__device__ __forceinline__ float word_max(unsigned int a) {
+#if defined(KV_DTYPE_F32)
+  return __uint_as_float(a);
+#elif defined(KV_DTYPE_BF16)
+  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
+#else
+  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
+  return fmaxf(p.x, p.y);
+#endif
+}
+
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = __uint_as_float(u.w[k]);
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+
+// Rounds to nearest even, two elements per conversion for 16-bit types.
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.w[k] = __float_as_uint(f[k]);
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// e = 2^(x*log2e + nml) for a group (nml = -max*log2e), and the group's sum (a tree).
+__device__ __forceinline__ float exp_group(const Vec& u, float nml, float (&e)[VEC]) {
+  float f[VEC];
+  unpack(u, f);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) e[k] = ex2(fmaf(f[k], LOG2E, nml));
+  float t[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) t[k] = e[k];
+#pragma unroll
+  for (int h = VEC / 2; h > 0; h /= 2)
+#pragma unroll
+    for (int k = 0; k < h; ++k) t[k] += t[k + h];
+  return t[0];
+}
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -25,100 +203,156 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Merges (m2, s2) into (m, s), where each s is a sum of exp(x - its m).
-__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
-  float mn = fmaxf(m, m2);
-  if (mn == kv::neg_inf()) return;
-  s = (m == kv::neg_inf() ? 0.f : s * __expf(m - mn)) + (m2 == kv::neg_inf() ? 0.f : s2 * __expf(m2 - mn));
-  m = mn;
-}
-
-// Loads VEC elements starting at i; out-of-range elements read as -inf.
-__device__ __forceinline__ void load_vec(const T* row, int i, int cols, bool aligned, float (&t)[VEC]) {
-  if (aligned && i + VEC <= cols) {
-    Vec p = *reinterpret_cast<const Vec*>(row + i);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) t[k] = kv::to_float(p.v[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) t[k] = (i + k < cols) ? kv::to_float(row[i + k]) : kv::neg_inf();
-  }
-}
-
-__device__ __forceinline__ void store_vec(T* row, int i, int cols, bool aligned, const float (&t)[VEC]) {
-  if (aligned && i + VEC <= cols) {
-    Vec p;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) p.v[k] = kv::from_float<T>(t[k]);
-    *reinterpret_cast<Vec*>(row + i) = p;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (i + k < cols) row[i + k] = kv::from_float<T>(t[k]);
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(32 * WARPS)
-softmax_warp(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
+// Register path for ROWS rows (row0 + r, those < rows). Chunk c (groups 32c .. 32c+31)
+// exists iff 32c < ngroups, the same for the whole warp; FULL: ngroups == 32 * CHUNKS.
+template <bool AL, bool FULL>
+__device__ __forceinline__ void reg_rows(const T* __restrict__ x, T* __restrict__ y, int rows, int cols,
+                                         int row0, int ngroups) {
   const int lane = threadIdx.x % 32;
-  const int row = blockIdx.x * WARPS + threadIdx.x / 32;
-  if (row >= rows) return;
-  const T* xr = x + (size_t)row * cols;
-  T* yr = y + (size_t)row * cols;
-  const bool aligned = (cols % VEC) == 0;
-
-  if (cols <= 32 * VEC * CHUNKS) {
-    float v[CHUNKS][VEC];
-    float m = kv::neg_inf();
+  Vec v[ROWS][CHUNKS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    if (row0 + r >= rows) continue;
+    const T* xr = x + (size_t)(row0 + r) * cols;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      load_vec(xr, (c * 32 + lane) * VEC, cols, aligned, v[c]);
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) m = fmaxf(m, v[c][k]);
+      const int g = lane + 32 * c;
+      if (FULL || 32 * (c + 1) <= ngroups) v[r][c] = load_group<AL>(xr, g, true, cols);
+      else if (32 * c < ngroups) v[r][c] = load_group<AL>(xr, g, g < ngroups, cols);
     }
-    m = warp_max(m);
-    float s = 0.f;
+  }
+  float m[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    unsigned int macc = NEG_WORD;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c)
+      if (row0 + r < rows && (FULL || 32 * c < ngroups)) macc = max_group(macc, v[r][c]);
+    m[r] = word_max(macc);
+  }
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        v[c][k] = __expf(v[c][k] - m);
-        s += v[c][k];
-      }
-    const float inv = 1.f / warp_sum(s);
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) m[r] = fmaxf(m[r], __shfl_xor_sync(0xffffffffu, m[r], o));
+  float e[ROWS][CHUNKS][VEC];
+  float s[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    s[r] = 0.f;
+    if (row0 + r >= rows) continue;
+    const float nml = -m[r] * LOG2E;  // m[r] finite: the row has an element
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+      if (FULL || 32 * c < ngroups) s[r] += exp_group(v[r][c], nml, e[r][c]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], o);
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    if (row0 + r >= rows) continue;
+    const float inv = rcp(s[r]);
+    T* yr = y + (size_t)(row0 + r) * cols;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
+      const int g = lane + 32 * c;
+      if (FULL || (32 * c < ngroups && g < ngroups)) {
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) v[c][k] *= inv;
-      store_vec(yr, (c * 32 + lane) * VEC, cols, aligned, v[c]);
+        for (int k = 0; k < VEC; ++k) e[r][c][k] *= inv;
+        store_group<AL>(yr, g, cols, pack(e[r][c]));
+      }
     }
-    return;
   }
+}
 
-  float m = kv::neg_inf(), s = 0.f;
-  for (int i = lane * VEC; i < cols; i += 32 * VEC) {
-    float t[VEC];
-    load_vec(xr, i, cols, aligned, t);
-    float lm = t[0];
+// Streaming path for one row longer than a tile.
+template <bool AL, int CH>
+__device__ __forceinline__ void stream_row(const T* __restrict__ xr, T* __restrict__ yr, int cols, int ngroups) {
+  const int lane = threadIdx.x % 32;
+  const int tile = 32 * CH;
+  const int ntiles = (ngroups + tile - 1) / tile;
+  Vec v[CH];
+  float m = kv::neg_inf(), s = 0.f;  // s = sum of 2^((x - m) * log2e)
+  for (int t = 0; t < ntiles; ++t) {
+    const int gb = t * tile + lane;
+    if (AL && (t + 1) * tile <= ngroups) {  // a whole tile: no checks
 #pragma unroll
-    for (int k = 1; k < VEC; ++k) lm = fmaxf(lm, t[k]);
-    float ls = 0.f;
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + 32 * c, true, cols);
+    } else {
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) ls += (t[k] == kv::neg_inf()) ? 0.f : __expf(t[k] - lm);
-    online_merge(m, s, lm, ls);
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + 32 * c, gb + 32 * c < ngroups, cols);
+    }
+    unsigned int macc = NEG_WORD;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) macc = max_group(macc, v[c]);
+    const float mt = word_max(macc);
+    if (mt != kv::neg_inf()) {  // else this lane has no element in this tile
+      const float mn = fmaxf(m, mt);
+      const float nml = -mn * LOG2E;
+      float st = 0.f;
+#pragma unroll
+      for (int c = 0; c < CH; ++c) {
+        float e[VEC];
+        st += exp_group(v[c], nml, e);
+      }
+      s = s * ex2((m - mn) * LOG2E) + st;  // m = -inf: s = 0, ex2(-inf) = 0
+      m = mn;
+    }
   }
+  const float M = warp_max(m);
+  const float inv = rcp(warp_sum(s * ex2((m - M) * LOG2E)));
+  const float nml = -M * LOG2E;
+  for (int t = ntiles - 1; t >= 0; --t) {
+    const int gb = t * tile + lane;
+    if (t != ntiles - 1) {  // a whole tile
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    online_merge(m, s, m2, s2);
-  }
-  const float inv = 1.f / s;
-  for (int i = lane * VEC; i < cols; i += 32 * VEC) {
-    float t[VEC];
-    load_vec(xr, i, cols, aligned, t);
+      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + 32 * c, true, cols);
+    }
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) t[k] = __expf(t[k] - m) * inv;
-    store_vec(yr, i, cols, aligned, t);
+    for (int c = 0; c < CH; ++c) {
+      const int g = gb + 32 * c;
+      if (g >= ngroups) continue;
+      float e[VEC];
+      exp_group(v[c], nml, e);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) e[k] *= inv;
+      store_group<AL>(yr, g, cols, pack(e));
+    }
   }
+}
+
+template <bool AL>
+__device__ __forceinline__ void warp_rows(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
+  const int row0 = (blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
+  const int ngroups = (cols + VEC - 1) / VEC;
+  if (AL && ngroups == 32 * CHUNKS) return reg_rows<AL, true>(x, y, rows, cols, row0, ngroups);
+  if (ngroups <= 32 * CHUNKS) return reg_rows<AL, false>(x, y, rows, cols, row0, ngroups);
+  // Chunks per streaming tile: at most 32 elements per lane (more only raises registers).
+  constexpr int SCH = ROWS * CHUNKS * VEC > 32 ? (VEC >= 32 ? 1 : 32 / VEC) : ROWS * CHUNKS;
+  for (int r = 0; r < ROWS; ++r) {
+    if (row0 + r >= rows) break;
+    const size_t off = (size_t)(row0 + r) * cols;
+    stream_row<AL, SCH>(x + off, y + off, cols, ngroups);
+  }
+}
+
+// The unaligned path (scalar accesses); none of the tuning shapes takes it. Inlined: as a
+// separate (noinline) function it makes ptxas spill a few bytes in the caller.
+__device__ __forceinline__ void warp_rows_unaligned(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
+  warp_rows<false>(x, y, rows, cols);
+}
+
+// Register cap instead of __launch_bounds__ (with which ptxas picks 64, 80 or 96 and
+// spills in some assignments): the tile's floats, 2 per chunk, 24 more (and a quarter
+// more for f32, whose raw tile is as large as its floats). Blocks are at most 256 threads.
+#define TILE_F (ROWS * CHUNKS * VEC)
+#define REG_CAP0 (((TILE_F + 2 * ROWS * CHUNKS + 24 + (KV_SIZEOF_T == 4 ? TILE_F / 4 : 0) + 7) / 8) * 8)
+#define REG_CAP (REG_CAP0 > 255 ? 255 : REG_CAP0)
+
+// Arguments: buffers (x, y), sizes (rows, cols).
+extern "C" __global__ void __maxnreg__(REG_CAP)
+softmax_warp(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
+  if (cols % VEC == 0) warp_rows<true>(x, y, rows, cols);
+  else warp_rows_unaligned(x, y, rows, cols);
 }
