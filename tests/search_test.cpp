@@ -2,7 +2,9 @@
 // over the parameters of a synthetic candidate.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "kevolve/core/hash.h"
 #include "kevolve/engine/search.h"
@@ -262,6 +264,7 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
   FakeClock clock;
   RunConfig cfg = Config(3, 8);
   cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  cfg.llm_wait_s = -1;  // wait for the replies: the children join the very next generation
   Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
   s.EnableLlm(&llm, nullptr);
   auto r = s.Run(0, nullptr, {});
@@ -283,4 +286,78 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
     with_child += c.candidate_id.has_value();
   }
   CHECK(with_child >= 1);
+}
+
+namespace {
+
+// Counts the evaluation batches (one per generation).
+class BatchCountingEvaluator : public LandscapeEvaluator {
+ public:
+  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel,
+                               const std::function<void(size_t, Ladder&)>& on_done) override {
+    auto out = LandscapeEvaluator::Evaluate(in, cancel, on_done);
+    ++batches;
+    return out;
+  }
+  std::atomic<int> batches{0};
+};
+
+// A slow LLM: each call returns only once the GPUs have evaluated `release_after`
+// generations, or after 20 s (which a search that waits for its LLM would need).
+class GatedProvider : public llm::Provider {
+ public:
+  GatedProvider(const BatchCountingEvaluator& ev, int release_after) : ev_(ev), release_after_(release_after) {
+    cfg_.name = "gated";
+    cfg_.kind = "replay";
+  }
+  llm::Reply Complete(const std::vector<llm::Message>&) override {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (ev_.batches.load() < release_after_) {
+      if (std::chrono::steady_clock::now() > until) {
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    llm::Reply r;
+    r.text = "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n";
+    return r;
+  }
+  const llm::ProviderConfig& config() const override { return cfg_; }
+  bool broken() const override { return false; }
+  std::atomic<bool> timed_out{false};
+
+ private:
+  const BatchCountingEvaluator& ev_;
+  int release_after_;
+  llm::ProviderConfig cfg_;
+};
+
+}  // namespace
+
+TEST_CASE("a slow LLM never holds the GPUs: generations go on while its calls are in flight", "[engine][llm]") {
+  World w;
+  BatchCountingEvaluator ev;
+  // Calls are asked for while generation 1 is bred, after generation 0 (batch 1). They
+  // return only after batch 3, so generations 1 and 2 must run while they are in flight.
+  auto gated = std::make_unique<GatedProvider>(ev, 3);
+  GatedProvider* provider = gated.get();
+  std::vector<std::unique_ptr<llm::Provider>> providers;
+  providers.push_back(std::move(gated));
+  auto compiler = std::make_shared<NvrtcCompiler>();
+  LlmBreeder llm(w.op, DType::kF32, std::move(providers), 0, compiler, "sm_90", {}, 4);
+  FakeClock clock;
+  RunConfig cfg = Config(6, 3);
+  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  cfg.llm_wait_s = 0;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  CHECK(r->generations_done == 6);
+  CHECK_FALSE(provider->timed_out.load());  // released by the GPUs' progress, not by waiting
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  CHECK(!calls->empty());  // recorded, at the latest when the run ends
+  for (const auto& c : *calls) CHECK(c.provider == "gated");
 }

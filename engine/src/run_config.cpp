@@ -12,7 +12,7 @@ nlohmann::json RunConfig::ToJson() const {
           {"migration_interval", migration_interval}, {"migrants", migrants},
           {"elite_per_island", elite_per_island}, {"seed_samples", seed_samples},
           {"local_search", local_search}, {"operator_mix", operator_mix}, {"timer", timer},
-          {"max_cost_usd", max_cost_usd}};
+          {"max_cost_usd", max_cost_usd}, {"llm_wait_s", llm_wait_s}};
 }
 
 Status ValidateRunConfig(const RunConfig& c) {
@@ -27,6 +27,7 @@ Status ValidateRunConfig(const RunConfig& c) {
   if (c.target_fraction < 0 || c.target_fraction > 1.5) return bad("target_fraction", "must be in [0, 1.5]");
   if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
   if (c.max_cost_usd < 0) return bad("max_cost_usd", "must be >= 0");
+  if (c.llm_wait_s < 0 && c.llm_wait_s != -1) return bad("llm_wait_s", "must be >= 0, or -1 (wait for the replies)");
   double total = 0;
   for (const auto& [k, v] : c.operator_mix) {
     if (k != "param_tweak" && k != "crossover" && k != "llm_rewrite" && k != "llm_diff")
@@ -45,7 +46,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   JsonReader r(path);
   r.OnlyKeys(j, {"generations", "time_limit_s", "target_fraction", "seed", "population", "islands",
                  "migration_interval", "migrants", "elite_per_island", "seed_samples", "local_search",
-                 "operator_mix", "timer", "max_cost_usd"}, "");
+                 "operator_mix", "timer", "max_cost_usd", "llm_wait_s"}, "");
   if (j.is_object() && j.contains("arch")) {
     nlohmann::json k = j;
     k.erase("arch");
@@ -64,6 +65,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   c.local_search = static_cast<int>(r.Integer(j, "local_search", "", false, c.local_search));
   c.timer = r.String(j, "timer", "", false, c.timer);
   c.max_cost_usd = r.Number(j, "max_cost_usd", "", false, c.max_cost_usd);
+  c.llm_wait_s = r.Number(j, "llm_wait_s", "", false, c.llm_wait_s);
   if (const Json* mix = r.Field(j, "operator_mix", "", Json::value_t::object, false)) {
     c.operator_mix.clear();
     for (auto it = mix->begin(); it != mix->end(); ++it) {

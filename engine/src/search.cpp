@@ -142,9 +142,11 @@ std::vector<Search::Proposal2> Search::SeedProposals(std::mt19937_64& rng) {
 
 std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_generation) {
   std::vector<Proposal2> out;
-  CollectLlmChildren(&out);  // asked for during the previous generation
+  // The children asked for during an earlier generation. Still in flight after the wait:
+  // this generation goes ahead without them and asks for no new ones.
+  const bool llm_idle = CollectLlmChildren(&out, cfg_.llm_wait_s);
   std::vector<std::pair<std::string, double>> mix(cfg_.operator_mix.begin(), cfg_.operator_mix.end());
-  bool llm_on = llm_ && llm_->available();
+  bool llm_on = llm_ && llm_idle && llm_->available();
   auto is_llm = [](const std::string& n) { return n == "llm_rewrite" || n == "llm_diff"; };
   std::vector<double> weights;
   for (const auto& [name, w] : mix) weights.push_back(MakeOperator(name) || (llm_on && is_llm(name)) ? w : 0.0);
@@ -226,8 +228,10 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
   return out;
 }
 
-void Search::CollectLlmChildren(std::vector<Proposal2>* out) {
-  if (!llm_future_.valid()) return;
+bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
+  if (!llm_future_.valid()) return true;
+  if (wait_s >= 0 && llm_future_.wait_for(std::chrono::duration<double>(wait_s)) != std::future_status::ready)
+    return false;
   std::vector<LlmChild> kids = llm_future_.get();
   for (size_t k = 0; k < kids.size(); ++k) {
     PendingCalls pc{"", kids[k]};
@@ -243,6 +247,7 @@ void Search::CollectLlmChildren(std::vector<Proposal2>* out) {
     }
     pending_calls_.push_back(std::move(pc));
   }
+  return true;
 }
 
 void Search::RecordLlmCalls(int64_t run_id) {
@@ -432,7 +437,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   }
   // Calls still in flight are waited for and recorded (their children are not evaluated).
   if (llm_future_.valid()) {
-    CollectLlmChildren(nullptr);
+    CollectLlmChildren(nullptr, -1);
     RecordLlmCalls(run.id);
   }
   run.status = result.stop_reason == "interrupted" ? "interrupted" : "finished";

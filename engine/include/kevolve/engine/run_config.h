@@ -27,6 +27,11 @@ struct RunConfig {
   std::map<std::string, double> operator_mix = {{"param_tweak", 0.7}, {"crossover", 0.3}};
   std::string timer = "events"; // events | cupti
   double max_cost_usd = 0;      // LLM budget for the whole run, across resumes; 0 = none
+  // How long a generation waits for the LLM children asked for during the previous one
+  // before it goes ahead without them (they join a later generation, and no new calls
+  // start meanwhile). 0: never hold the GPUs for an LLM. -1: wait for them, which makes
+  // the proposals depend on the seed and the replies only, not on when replies arrive.
+  double llm_wait_s = 0;
 
   nlohmann::json ToJson() const;
 };

@@ -93,7 +93,9 @@ class Search {
   std::vector<Proposal2> Breed(std::mt19937_64& rng, bool last_generation);
   // Waits for the LLM calls of the previous generation; their children go to *out (when
   // given), their calls to pending_calls_.
-  void CollectLlmChildren(std::vector<Proposal2>* out);
+  // Takes the LLM children asked for earlier, waiting at most `wait_s` (-1: until they
+  // arrive); false when they are still in flight (they stay pending).
+  bool CollectLlmChildren(std::vector<Proposal2>* out, double wait_s);
   std::shared_ptr<const CandidateSource> Intern(const std::string& name, const std::string& text);
   Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
                   int island, int generation, const nlohmann::json& features) const;
