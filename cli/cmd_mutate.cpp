@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "kevolve/core/json_file.h"
 #include "kevolve/core/paths.h"
+#include "kevolve/engine/llm_breeder.h"
 #include "kevolve/engine/llm_context.h"
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
@@ -127,7 +128,9 @@ int Run(const MutateArgs& a) {
     return kExitOk;
   }
   std::shared_ptr<llm::HttpTransport> transport = llm::MakeCurlTransport();
-  auto provider = llm::MakeProvider(*cfg, transport);
+  llm::ProviderConfig chosen = *cfg;
+  if (Status s = LoadReplayReplies(&chosen); !s.ok()) { PrintError(s.message()); return kExitUsage; }
+  auto provider = llm::MakeProvider(chosen, transport);
   if (!provider.ok()) { PrintError(provider.error()); return kExitUsage; }
   llm::CostMeter meter(a.max_cost);
   llm::Mutator mutator(provider->get(), &meter, {a.max_prompt_chars, a.repairs});

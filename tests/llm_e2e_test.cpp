@@ -7,6 +7,7 @@
 
 #include "kevolve/core/json_file.h"
 #include "kevolve/db/store.h"
+#include "kevolve/engine/llm_breeder.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/rungs.h"
 #include "kevolve/operators/llm/mutator.h"
@@ -173,4 +174,60 @@ TEST_CASE("cost is accounted, --max-cost stops calls, and no API key reaches the
   ::unsetenv("KEVOLVE_TEST_LLM_KEY");
   std::string bytes = testing::ReadFile(db) + testing::ReadFile(db + "-wal");
   CHECK(bytes.find(key) == std::string::npos);
+}
+
+TEST_CASE("the replay provider serves an earlier run's recorded replies from its database", "[llm][cli]") {
+  auto dir = testing::MakeTempDir("replay-db");
+  const std::string old_db = (dir / "old.db").string();
+  {
+    auto store = db::OpenSqliteStore(old_db);
+    REQUIRE(store.ok());
+    for (const char* response : {kEdit, "", "no code in this one"}) {  // the empty one is skipped
+      db::LlmCallRecord c;
+      c.provider = "srv";
+      c.op_name = "llm_diff";
+      c.prompt = "p";
+      c.response = response;
+      c.tokens_in = 100;
+      c.tokens_out = 20;
+      c.outcome = *response ? "ok" : "timeout";
+      REQUIRE((*store)->RecordLlmCall(c).ok());
+    }
+  }
+  testing::WriteFile(dir / "llm.json", "{\"providers\": {\"again\": {\"kind\": \"replay\", \"replay_db\": \"" + old_db + "\"}}}");
+  auto providers = LoadProviders((dir / "llm.json").string());
+  INFO(providers.status().ToString());
+  REQUIRE(providers.ok());
+  REQUIRE(providers->size() == 1);
+  llm::Provider& p = *providers->front();
+  CHECK(p.Complete({{"user", "x"}}).text == kEdit);
+  auto second = p.Complete({{"user", "x"}});
+  CHECK(second.text == "no code in this one");
+  CHECK(second.tokens_in == 100);
+  CHECK(p.Complete({{"user", "x"}}).text == kEdit);  // cycles round
+
+  // End to end: kevolve mutate replays the recorded edit and compiles the child.
+  std::string out;
+  int rc = testing::RunCommand(Kevolve("mutate --op softmax --operator llm_diff --parent configs/ops/softmax/seeds/warp_row.cu "
+                                       "--llm-config '" + (dir / "llm.json").string() + "' --out '" +
+                                       (dir / "child.cu").string() + "'"),
+                               &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("[compile] ok") != std::string::npos);
+  CHECK(testing::ReadFile(dir / "child.cu").find("@kevolve param   WARPS  8 4 2 1") != std::string::npos);
+
+  // A missing database is a one-line error, and nothing is created at that path.
+  testing::WriteFile(dir / "bad.json", "{\"providers\": {\"again\": {\"kind\": \"replay\", \"replay_db\": \"" +
+                                           (dir / "nope.db").string() + "\"}}}");
+  auto bad = LoadProviders((dir / "bad.json").string());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().find("is no database file") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "nope.db"));
+  // Both sources at once is a configuration error that names the field.
+  testing::WriteFile(dir / "both.json", "{\"providers\": {\"again\": {\"kind\": \"replay\", \"replay_db\": \"" + old_db +
+                                            "\", \"replay_dir\": \"" + dir.string() + "\"}}}");
+  auto both = LoadProviders((dir / "both.json").string());
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().find("replay_db") != std::string::npos);
 }

@@ -94,14 +94,30 @@ std::vector<LlmChild> LlmBreeder::Run(const std::vector<LlmRequest>& reqs, db::S
   return Execute(Prepare(reqs, store, index, run_id, rng));
 }
 
+Status LoadReplayReplies(llm::ProviderConfig* cfg) {
+  if (cfg->kind != "replay" || cfg->replay_db.empty()) return Status::Ok();
+  // Never create a database here: a mistyped path must be an error, not an empty file.
+  if (!std::filesystem::is_regular_file(cfg->replay_db))
+    return Status::Error("provider '" + cfg->name + "': replay_db '" + cfg->replay_db + "' is no database file");
+  auto store = db::OpenSqliteStore(cfg->replay_db);
+  if (!store.ok()) return Status::Error("provider '" + cfg->name + "': replay_db: " + store.error());
+  auto calls = (*store)->ListLlmCalls(cfg->replay_run ? std::optional<int64_t>(cfg->replay_run) : std::nullopt);
+  if (!calls.ok()) return Status::Error("provider '" + cfg->name + "': replay_db: " + calls.error());
+  cfg->replay_replies.clear();
+  for (const auto& c : *calls)
+    if (!c.response.empty()) cfg->replay_replies.push_back({c.response, c.tokens_in, c.tokens_out});
+  return Status::Ok();
+}
+
 Result<std::vector<std::unique_ptr<llm::Provider>>> LoadProviders(const std::string& config_path) {
   std::vector<std::unique_ptr<llm::Provider>> out;
   if (config_path.empty() || !std::filesystem::exists(config_path)) return out;
   auto cfgs = llm::LoadProviderConfigs(config_path);
   if (!cfgs.ok()) return cfgs.status();
   std::shared_ptr<llm::HttpTransport> transport = llm::MakeCurlTransport();
-  for (const auto& c : *cfgs) {
+  for (auto c : *cfgs) {
     if (c.weight <= 0) continue;
+    if (Status s = LoadReplayReplies(&c); !s.ok()) return Status::Error(config_path + ": " + s.message());
     auto p = llm::MakeProvider(c, transport);
     if (!p.ok()) return Status::Error(config_path + ": provider " + c.name + ": " + p.error());
     out.push_back(std::move(*p));

@@ -39,7 +39,11 @@ void CheckProviderConfig(const ProviderConfig& cfg,
   bool http = cfg.kind == "openai" || cfg.kind == "anthropic";
   if (http && cfg.model.empty()) error("model", "required for kind " + cfg.kind);
   if (cfg.kind == "command" && cfg.command.empty()) error("command", "required for kind command");
-  if (cfg.kind == "replay" && cfg.replay_dir.empty()) error("replay_dir", "required for kind replay");
+  if (cfg.kind == "replay" && cfg.replay_dir.empty() && cfg.replay_db.empty())
+    error("replay_dir", "required for kind replay (or replay_db: an earlier run's database)");
+  if (cfg.kind == "replay" && !cfg.replay_dir.empty() && !cfg.replay_db.empty())
+    error("replay_db", "give replay_dir or replay_db, not both");
+  if (cfg.replay_run < 0) error("replay_run", "must be >= 0 (0: the calls of every run)");
   // Never echo the value: a common mistake is to paste the key itself here.
   if (!cfg.api_key_env.empty() && !IsEnvName(cfg.api_key_env)) {
     error("api_key_env", "must name an environment variable (e.g. OPENAI_API_KEY), not hold the key");
@@ -71,7 +75,7 @@ namespace {
 const std::vector<std::string> kFields = {
     "kind",      "model",           "base_url",    "api_key_env", "temperature",       "max_tokens",
     "timeout_s", "max_concurrency", "price_in_per_mtok", "price_out_per_mtok", "weight", "command",
-    "replay_dir", "max_retries",    "backoff_s",   "breaker_failures"};
+    "replay_dir", "replay_db",      "replay_run",  "max_retries", "backoff_s",  "breaker_failures"};
 
 // An int field read as int64 and range-checked, so 1e12 is an error and not a wrap.
 int IntField(JsonReader& r, const Json& obj, const std::string& key, const std::string& path, int def) {
@@ -111,6 +115,8 @@ ProviderConfig ReadOne(JsonReader& r, const std::string& name, const Json& obj, 
   c.weight = r.Number(obj, "weight", path, false, d.weight);
   c.command = r.String(obj, "command", path, false);
   c.replay_dir = r.String(obj, "replay_dir", path, false);
+  c.replay_db = r.String(obj, "replay_db", path, false);
+  c.replay_run = r.Integer(obj, "replay_run", path, false, 0);
   c.max_retries = IntField(r, obj, "max_retries", path, d.max_retries);
   c.backoff_s = r.Number(obj, "backoff_s", path, false, d.backoff_s);
   c.breaker_failures = IntField(r, obj, "breaker_failures", path, d.breaker_failures);

@@ -1,5 +1,7 @@
-// The replay kind: recorded responses from a folder, served in file-name order and
-// cycling round, for reproducible offline runs and tests. A .json file holds
+// The replay kind: recorded responses from a folder (served in file-name order) or from
+// an earlier run's database (in call order; the engine reads them into
+// ProviderConfig::replay_replies), cycling round, for reproducible offline runs and
+// tests. In a folder, a .json file holds
 // {"text": "...", "tokens_in": N, "tokens_out": M} (the token counts optional); any
 // other file is the reply text itself. Hidden files are skipped.
 #include <algorithm>
@@ -51,9 +53,36 @@ class ReplayBackend : public Backend {
   std::atomic<size_t> next_{0};
 };
 
+// Replies held in memory (from a database).
+class RecordedBackend : public Backend {
+ public:
+  explicit RecordedBackend(std::vector<RecordedReply> replies) : replies_(std::move(replies)) {}
+
+  Attempt Call(const std::vector<Message>&) override {
+    const RecordedReply& r = replies_[next_.fetch_add(1, std::memory_order_relaxed) % replies_.size()];
+    Attempt a;
+    a.reply.text = r.text;
+    a.reply.tokens_in = r.tokens_in;
+    a.reply.tokens_out = r.tokens_out;
+    return a;
+  }
+
+ private:
+  const std::vector<RecordedReply> replies_;  // never empty
+  std::atomic<size_t> next_{0};
+};
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> MakeReplayBackend(const ProviderConfig& cfg) {
+  if (!cfg.replay_db.empty() || !cfg.replay_replies.empty()) {
+    if (cfg.replay_replies.empty())
+      return Status::Error("provider '" + cfg.name + "': replay_db '" + cfg.replay_db +
+                           "' holds no recorded responses" +
+                           (cfg.replay_run ? " for run " + std::to_string(cfg.replay_run) : std::string()));
+    std::unique_ptr<Backend> backend = std::make_unique<RecordedBackend>(cfg.replay_replies);
+    return backend;
+  }
   std::error_code ec;
   std::vector<std::string> files;
   fs::directory_iterator it(cfg.replay_dir, ec);

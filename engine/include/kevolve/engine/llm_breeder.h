@@ -74,6 +74,11 @@ class LlmBreeder {
   int max_in_flight_;
 };
 
+// For a replay provider with replay_db: reads that database's recorded LLM responses
+// (table llm_calls, by id; only run replay_run when it is set) into replay_replies.
+// Other providers are left alone. The database is only read.
+Status LoadReplayReplies(llm::ProviderConfig* cfg);
+
 // Loads the providers of `config_path` with a weight above 0 (none when the file does not
 // exist). Errors name the file and field.
 Result<std::vector<std::unique_ptr<llm::Provider>>> LoadProviders(const std::string& config_path);

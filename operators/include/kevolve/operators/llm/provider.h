@@ -19,6 +19,12 @@
 
 namespace kevolve::llm {
 
+// One reply recorded earlier (a replay provider serves these in order).
+struct RecordedReply {
+  std::string text;
+  int64_t tokens_in = 0, tokens_out = 0;
+};
+
 struct ProviderConfig {
   std::string name;               // the config's key, e.g. "local-qwen"
   std::string kind;               // openai | anthropic | command | replay
@@ -34,6 +40,9 @@ struct ProviderConfig {
   double weight = 1;              // ensemble weight
   std::string command;            // command: the program line, run by /bin/sh
   std::string replay_dir;         // replay: folder of recorded responses (*.txt or *.json, in name order)
+  std::string replay_db;          // replay: an earlier run's database; its llm_calls responses, in order
+  int64_t replay_run = 0;         // replay_db: only this run's calls (0: every run's)
+  std::vector<RecordedReply> replay_replies;  // replay: the replies themselves (read from replay_db by the engine)
   int max_retries = 4;            // on 429, 5xx, timeouts and connection errors
   double backoff_s = 1.0;         // first retry delay; doubles, with jitter; Retry-After wins
   int breaker_failures = 5;       // consecutive failed calls that open the circuit breaker
