@@ -328,7 +328,16 @@ TEST_CASE("a real worker dies with its coordinator even while its stdin stays op
   if (coordinator == 0) {  // stands in for a coordinator killed by kill -9
     pid_t w = SpawnRealWorker(in[0]);
     (void)!::write(report[1], &w, sizeof(w));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Exit only once the worker runs its parent watch (a second thread), so that it
+    // has read this process's pid: on a loaded machine exec can take a while.
+    std::string tasks = "/proc/" + std::to_string(w) + "/task";
+    for (int i = 0; i < 1000; ++i) {
+      std::error_code ec;
+      int n = 0;
+      for (auto it = fs::directory_iterator(tasks, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
+      if (n >= 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     ::_exit(0);
   }
   pid_t worker = -1;
