@@ -191,7 +191,13 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
       llm_islands.push_back(static_cast<int>(k) % cfg_.islands);
     }
   }
-  pending_repairs_.clear();
+  // While a batch is still in flight the failed children wait for a later generation
+  // (the newest few); otherwise the ones not taken above are dropped.
+  if (llm_idle) {
+    pending_repairs_.clear();
+  } else if (pending_repairs_.size() > 4) {
+    pending_repairs_.erase(pending_repairs_.begin(), pending_repairs_.end() - 4);
+  }
   for (int c = static_cast<int>(out.size() + llm_reqs.size()); c < cfg_.population; ++c) {
     int island = c % cfg_.islands;
     const Member* parent = std::uniform_real_distribution<double>(0, 1)(rng) < 0.8
