@@ -182,7 +182,10 @@ TEST_CASE("the replay provider serves an earlier run's recorded replies from its
   {
     auto store = db::OpenSqliteStore(old_db);
     REQUIRE(store.ok());
-    for (const char* response : {kEdit, "", "no code in this one"}) {  // the empty one is skipped
+    // Only replies that arrived are served: ok and parse_error, not a timeout or the
+    // partial text of a truncated reply.
+    for (auto [response, outcome] : std::vector<std::pair<std::string, std::string>>{
+             {kEdit, "ok"}, {"", "timeout"}, {"half a reply", "truncated"}, {"no code in this one", "parse_error"}}) {
       db::LlmCallRecord c;
       c.provider = "srv";
       c.op_name = "llm_diff";
@@ -190,10 +193,11 @@ TEST_CASE("the replay provider serves an earlier run's recorded replies from its
       c.response = response;
       c.tokens_in = 100;
       c.tokens_out = 20;
-      c.outcome = *response ? "ok" : "timeout";
+      c.outcome = outcome;
       REQUIRE((*store)->RecordLlmCall(c).ok());
     }
   }
+  const std::string before = testing::ReadFile(old_db);
   testing::WriteFile(dir / "llm.json", "{\"providers\": {\"again\": {\"kind\": \"replay\", \"replay_db\": \"" + old_db + "\"}}}");
   auto providers = LoadProviders((dir / "llm.json").string());
   INFO(providers.status().ToString());
@@ -205,6 +209,7 @@ TEST_CASE("the replay provider serves an earlier run's recorded replies from its
   CHECK(second.text == "no code in this one");
   CHECK(second.tokens_in == 100);
   CHECK(p.Complete({{"user", "x"}}).text == kEdit);  // cycles round
+  CHECK(testing::ReadFile(old_db) == before);         // opened read-only: not migrated, not rewritten
 
   // End to end: kevolve mutate replays the recorded edit and compiles the child.
   std::string out;

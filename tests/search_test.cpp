@@ -361,3 +361,33 @@ TEST_CASE("a slow LLM never holds the GPUs: generations go on while its calls ar
   CHECK(!calls->empty());  // recorded, at the latest when the run ends
   for (const auto& c : *calls) CHECK(c.provider == "gated");
 }
+
+TEST_CASE("a mix of LLM operators only runs every generation", "[engine][llm]") {
+  World w;
+  testing::WriteFile(w.dir / "replies" / "r0.txt",
+                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
+  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
+                                             (w.dir / "replies").string() + "\"}}}");
+  auto providers = LoadProviders((w.dir / "llm.json").string());
+  REQUIRE(providers.ok());
+  auto compiler = std::make_shared<NvrtcCompiler>();
+  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, compiler, "sm_90", {}, 2);
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig cfg = Config(4, 5);
+  cfg.operator_mix = {{"llm_diff", 1.0}};
+  cfg.llm_wait_s = 0;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  CHECK(r->stop_reason == "generations");
+  CHECK(r->generations_done == 4);
+  db::CandidateQuery q;
+  q.run_id = r->run_id;
+  auto all = w.store->ListCandidates(q);
+  REQUIRE(all.ok());
+  int llm_children = 0;
+  for (const auto& c : *all) llm_children += c.op_name == "llm_diff";
+  CHECK(llm_children >= 1);
+}

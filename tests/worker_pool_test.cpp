@@ -281,19 +281,42 @@ TEST_CASE("the watchdog deadline grows with the work in a request", "[workers]")
 
 namespace {
 
-// Spawns `kevolve worker --device 0` with stdin from `in_fd` and stdout/stderr to /dev/null.
+// Spawns `kevolve worker --device 0` with stdin from `in_fd` and stdout/stderr to
+// /dev/null, telling it (as the pool does) that the calling process is its coordinator.
 pid_t SpawnRealWorker(int in_fd) {
+  const std::string exe = testing::KevolveBinary().string();  // before fork: no allocation in the child
+  const std::string parent = "KEVOLVE_PARENT_PID=" + std::to_string(::getpid());
   pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(in_fd, 0);
     int null_fd = ::open("/dev/null", O_WRONLY);
     ::dup2(null_fd, 1);
     ::dup2(null_fd, 2);
-    std::string exe = testing::KevolveBinary().string();
+    ::close(null_fd);
+    ::putenv(const_cast<char*>(parent.c_str()));
     ::execl(exe.c_str(), exe.c_str(), "worker", "--device", "0", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   return pid;
+}
+
+// The number of threads of a process (0 when it is gone).
+int Threads(pid_t pid) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// Waits (up to 5 s) until the worker runs its parent watch: a second thread.
+bool WatchRunning(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    if (Threads(pid) >= 2) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 bool Alive(pid_t pid) {
@@ -309,8 +332,15 @@ TEST_CASE("a real worker outlives the thread that spawned it", "[workers]") {
   int in[2];
   REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
   pid_t pid = -1;
-  std::thread([&] { pid = SpawnRealWorker(in[0]); }).join();
+  bool watching = false;
+  // The spawning thread lives until the worker is up (so a death signal tied to that
+  // thread would be armed), then exits.
+  std::thread([&] {
+    pid = SpawnRealWorker(in[0]);
+    watching = WatchRunning(pid);
+  }).join();
   REQUIRE(pid > 0);
+  CHECK(watching);
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // past the 200 ms parent poll
   CHECK(Alive(pid));
   ::close(in[1]);  // EOF: the worker exits by itself
@@ -328,21 +358,15 @@ TEST_CASE("a real worker dies with its coordinator even while its stdin stays op
   if (coordinator == 0) {  // stands in for a coordinator killed by kill -9
     pid_t w = SpawnRealWorker(in[0]);
     (void)!::write(report[1], &w, sizeof(w));
-    // Exit only once the worker runs its parent watch (a second thread), so that it
-    // has read this process's pid: on a loaded machine exec can take a while.
-    std::string tasks = "/proc/" + std::to_string(w) + "/task";
-    for (int i = 0; i < 1000; ++i) {
-      std::error_code ec;
-      int n = 0;
-      for (auto it = fs::directory_iterator(tasks, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
-      if (n >= 2) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::_exit(0);
+    // Exit only once the worker runs its parent watch, and say whether it did.
+    ::_exit(WatchRunning(w) ? 0 : 3);
   }
   pid_t worker = -1;
   REQUIRE(::read(report[0], &worker, sizeof(worker)) == sizeof(worker));
-  REQUIRE(::waitpid(coordinator, nullptr, 0) == coordinator);
+  int cstatus = 0;
+  REQUIRE(::waitpid(coordinator, &cstatus, 0) == coordinator);
+  REQUIRE(WIFEXITED(cstatus));
+  REQUIRE(WEXITSTATUS(cstatus) == 0);  // the worker did run (else "gone" would prove nothing)
   // We still hold the write end of its stdin, so only the parent watch can end it.
   bool gone = false;
   for (int i = 0; i < 50 && !gone; ++i) {

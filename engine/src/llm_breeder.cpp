@@ -99,13 +99,18 @@ Status LoadReplayReplies(llm::ProviderConfig* cfg) {
   // Never create a database here: a mistyped path must be an error, not an empty file.
   if (!std::filesystem::is_regular_file(cfg->replay_db))
     return Status::Error("provider '" + cfg->name + "': replay_db '" + cfg->replay_db + "' is no database file");
-  auto store = db::OpenSqliteStore(cfg->replay_db);
+  db::StoreOptions ro;
+  ro.read_only = true;  // never migrate or convert someone's database
+  auto store = db::OpenSqliteStore(cfg->replay_db, ro);
   if (!store.ok()) return Status::Error("provider '" + cfg->name + "': replay_db: " + store.error());
   auto calls = (*store)->ListLlmCalls(cfg->replay_run ? std::optional<int64_t>(cfg->replay_run) : std::nullopt);
   if (!calls.ok()) return Status::Error("provider '" + cfg->name + "': replay_db: " + calls.error());
   cfg->replay_replies.clear();
+  // The replies that arrived: ok, or ok but unusable (parse_error); not the failed calls'
+  // partial text (truncated, command_failed, ...), which would replay as successes.
   for (const auto& c : *calls)
-    if (!c.response.empty()) cfg->replay_replies.push_back({c.response, c.tokens_in, c.tokens_out});
+    if (!c.response.empty() && (c.outcome == "ok" || c.outcome == "parse_error"))
+      cfg->replay_replies.push_back({c.response, c.tokens_in, c.tokens_out});
   return Status::Ok();
 }
 

@@ -27,7 +27,8 @@ Status ValidateRunConfig(const RunConfig& c) {
   if (c.target_fraction < 0 || c.target_fraction > 1.5) return bad("target_fraction", "must be in [0, 1.5]");
   if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
   if (c.max_cost_usd < 0) return bad("max_cost_usd", "must be >= 0");
-  if (c.llm_wait_s < 0 && c.llm_wait_s != -1) return bad("llm_wait_s", "must be >= 0, or -1 (wait for the replies)");
+  if ((c.llm_wait_s < 0 && c.llm_wait_s != -1) || c.llm_wait_s > 86400)
+    return bad("llm_wait_s", "must be in [0, 86400] seconds, or -1 (wait for the replies)");
   double total = 0;
   for (const auto& [k, v] : c.operator_mix) {
     if (k != "param_tweak" && k != "crossover" && k != "llm_rewrite" && k != "llm_diff")

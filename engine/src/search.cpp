@@ -144,8 +144,11 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
   std::vector<Proposal2> out;
   // The children asked for during an earlier generation. Still in flight after the wait:
   // this generation goes ahead without them and asks for no new ones.
-  const bool llm_idle = CollectLlmChildren(&out, cfg_.llm_wait_s);
+  bool llm_idle = CollectLlmChildren(&out, cfg_.llm_wait_s);
   std::vector<std::pair<std::string, double>> mix(cfg_.operator_mix.begin(), cfg_.operator_mix.end());
+  bool param_ops = false;
+  for (const auto& [name, w] : mix) param_ops = param_ops || (w > 0 && MakeOperator(name));
+  if (!llm_idle && !param_ops) llm_idle = CollectLlmChildren(&out, -1);  // nothing else to do meanwhile
   bool llm_on = llm_ && llm_idle && llm_->available();
   auto is_llm = [](const std::string& n) { return n == "llm_rewrite" || n == "llm_diff"; };
   std::vector<double> weights;
@@ -225,12 +228,15 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
   }
   // The LLM calls go on while this generation is compiled and evaluated; their children
   // join the next generation (see CollectLlmChildren). None are asked for in the last.
-  if (!llm_reqs.empty() && !last_generation) {
+  if (!llm_reqs.empty() && (!last_generation || out.empty())) {
     auto prepared = std::make_shared<LlmBreeder::Prepared>(llm_->Prepare(llm_reqs, store_, index_, run_id_, rng));
     LlmBreeder* llm = llm_;
     llm_future_ = std::async(std::launch::async, [llm, prepared] { return llm->Execute(*prepared); });
     llm_future_islands_ = llm_islands;
   }
+  // Nothing else to evaluate (a mix of LLM operators only): this generation waits for
+  // its own batch rather than ending the run for want of proposals.
+  if (out.empty() && llm_future_.valid()) CollectLlmChildren(&out, -1);
   return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "gpu_eval.h"
@@ -25,8 +27,16 @@ int RunWorker(int device) {
   // PR_SET_PDEATHSIG cannot do this: it fires when the *thread* that spawned us exits,
   // and the pool spawns workers from short-lived threads. So a detached thread polls the
   // parent's pid instead; it works even while the main thread waits on a hung kernel.
-  const pid_t parent = ::getppid();
-  if (parent == 1) return 1;
+  // The coordinator passes its pid (KEVOLVE_PARENT_PID): a worker whose coordinator died
+  // before this line, and was adopted by another process, must not watch the adopter.
+  // Without the variable (started by hand), the current parent is watched.
+  pid_t parent = ::getppid();
+  if (const char* want = std::getenv("KEVOLVE_PARENT_PID"); want && *want) {
+    if (std::to_string(parent) != want) {
+      std::fprintf(stderr, "kevolve worker %d: its coordinator (pid %s) is gone\n", device, want);
+      return 1;
+    }
+  }
   std::thread([parent] {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));

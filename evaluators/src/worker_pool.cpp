@@ -119,7 +119,15 @@ int SpawnWithPipes(const std::vector<std::string>& args, const std::string& err_
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &pipe_only);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  int rc = ::posix_spawn(pid, args[0].c_str(), &fa, &attr, argv.data(), environ);
+  // The worker's environment: ours, plus the pid it must die with (see RunWorker).
+  std::vector<std::string> env_store;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "KEVOLVE_PARENT_PID=", 19) != 0) env_store.emplace_back(*e);
+  env_store.push_back("KEVOLVE_PARENT_PID=" + std::to_string(::getpid()));
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int rc = ::posix_spawn(pid, args[0].c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);

@@ -1,12 +1,16 @@
 // The search loop: generations of select -> operators -> dedupe -> compile + evaluate
 // (through CandidateEvaluator) -> commit -> report. Single-threaded and deterministic
-// for a given seed and evaluation results; parallelism lives in the evaluator.
+// for a given seed and evaluation results; parallelism lives in the evaluator. With LLM
+// operators that holds for llm_wait_s = -1 and replayed replies; with the default 0, when
+// an LLM batch returns also decides which generation it joins and how that generation
+// is bred (a batch in flight turns the LLM slots into parameter operators).
 //
 // Durability: every evaluation is committed in its own transaction as it lands, and a
 // generation counts as done only once all of it is committed. --resume replays the
 // committed generations into the archive, re-proposes the unfinished generation (the
-// same proposals, since the random stream is derived from seed and generation) and
-// evaluates only what is not yet recorded: nothing is duplicated or counted twice.
+// same proposals, since the random stream is derived from seed and generation, as far
+// as the parameter operators go) and evaluates only what is not yet recorded: nothing
+// is duplicated or counted twice.
 #pragma once
 
 #include <atomic>
