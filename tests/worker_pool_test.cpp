@@ -377,3 +377,22 @@ TEST_CASE("a real worker dies with its coordinator even while its stdin stays op
   if (!gone) ::kill(worker, SIGKILL);
   for (int fd : {in[0], in[1], report[0], report[1]}) ::close(fd);
 }
+
+TEST_CASE("the pool tells a real worker its coordinator's pid", "[workers]") {
+  std::string why;
+  if (testing::GpuAvailable(&why)) {
+    SUCCEED("a GPU is present: the [gpu] tests start real workers through the pool");
+    return;
+  }
+  // Without a GPU the real worker starts, passes its parent check, and answers the hello
+  // with its reason; a worker that rejected its parent would exit silently instead.
+  WorkerPoolOptions o;
+  o.exe = testing::KevolveBinary().string();
+  o.devices = {0};
+  o.start_timeout_ms = 20000;
+  auto pool = WorkerPool::Start(o);
+  REQUIRE_FALSE(pool.ok());
+  INFO(pool.error());
+  CHECK(pool.error().find("could not start") != std::string::npos);
+  CHECK(pool.error().find("coordinator") == std::string::npos);
+}
