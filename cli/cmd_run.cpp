@@ -202,6 +202,7 @@ int Run(CLI::App& app, RunArgs a) {
     std::printf("\nresume with: kevolve --resume %lld --db %s\n", static_cast<long long>(result->run_id), a.db.c_str());
     return kExitInterrupted;
   }
+  if (a.no_export && a.per_shape) std::fprintf(stderr, "kevolve: note: --per-shape has no effect with --no-export\n");
   if (!a.no_export && result->best) {
     ExportOptions eo;
     eo.run_id = result->run_id;

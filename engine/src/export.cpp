@@ -215,9 +215,13 @@ Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions&
   // The held-out gate, run once per candidate; a candidate that passes is written once,
   // under the folder name of the first pick that chose it.
   std::map<int64_t, std::string> exported_folder;  // candidate -> folder ("" = failed the gate)
+  std::map<int64_t, std::string> row_rest;         // candidate -> its README row after the pick column
   int exported = 0;
   auto pick = [&](const db::CandidateRecord& c, const std::string& prefix, const std::string& label) -> Result<std::string> {
-    if (auto it = exported_folder.find(c.id); it != exported_folder.end()) return it->second;
+    if (auto it = exported_folder.find(c.id); it != exported_folder.end()) {
+      table << "| " << label << " |" << row_rest[c.id];  // picked again: the same row, its own label
+      return it->second;
+    }
     auto src = store.GetSource(c.source_id);
     if (!src.ok()) return src.status();
     Assignment params;
@@ -229,18 +233,21 @@ Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions&
     const RungResult* corr = g.Find("correctness");
     bool passed = corr && corr->ok;
     std::string folder = FolderName(prefix, src->name, c.id);
-    table << "| " << label << " | " << (passed ? "[" + folder + "](" + folder + "/)" : "(skipped)") << " | "
-          << src->name << " | `" << AssignmentString(params) << "` | " << Fmt("%.4f", c.fitness.value_or(0)) << " | "
-          << (passed ? "pass" : "FAIL") << " |";
+    std::ostringstream row;
+    row << " " << (passed ? "[" + folder + "](" + folder + "/)" : "(skipped)") << " | " << src->name << " | `"
+        << AssignmentString(params) << "` | " << Fmt("%.4f", c.fitness.value_or(0)) << " | "
+        << (passed ? "pass" : "FAIL") << " |";
     auto timings = store.GetTimings(c.id);
     for (const auto& s : op.tune) {
       std::string cell = " - |";
       if (timings.ok())
         for (const auto& t : *timings)
           if (t.shape == s.label) cell = " " + Fmt("%.1f", t.median_us) + " |";
-      table << cell;
+      row << cell;
     }
-    table << "\n";
+    row << "\n";
+    row_rest[c.id] = row.str();
+    table << "| " << label << " |" << row.str();
     if (!passed) {
       std::string why = corr ? corr->log : (g.rungs.empty() ? "not evaluated" : g.rungs.back().log);
       std::fprintf(stderr, "kevolve: export: candidate %lld fails the held-out shapes and is skipped: %s\n",

@@ -44,6 +44,9 @@ void CheckProviderConfig(const ProviderConfig& cfg,
   if (cfg.kind == "replay" && !cfg.replay_dir.empty() && !cfg.replay_db.empty())
     error("replay_db", "give replay_dir or replay_db, not both");
   if (cfg.replay_run < 0) error("replay_run", "must be >= 0 (0: the calls of every run)");
+  if (cfg.replay_run > 0 && cfg.replay_db.empty()) error("replay_run", "needs replay_db");
+  if (cfg.kind != "replay" && (!cfg.replay_db.empty() || !cfg.replay_dir.empty()))
+    error(cfg.replay_db.empty() ? "replay_dir" : "replay_db", "only kind replay reads recorded replies");
   // Never echo the value: a common mistake is to paste the key itself here.
   if (!cfg.api_key_env.empty() && !IsEnvName(cfg.api_key_env)) {
     error("api_key_env", "must name an environment variable (e.g. OPENAI_API_KEY), not hold the key");
