@@ -9,8 +9,10 @@
 # tune shape (each re-checked on the held-out shapes) to DIR/export/OP-DT, then times
 # PyTorch on the same shapes in the same call (torch_baselines.py, run first) and writes DIR/table.md.
 # Run it on the GPU host after `source .gpu/env.sh`; when one call's 10 minutes is not
-# enough, split the ops across calls (each call re-runs PyTorch). Merge the results here:
-#   python3 scripts/bench_table.py DIR1 DIR2 ... --update docs/BENCHMARKS.md
+# enough, split the ops across calls (each call re-runs PyTorch). It also writes DIR.tgz
+# (no databases); with the device tool use --out /tmp/b and copy /tmp/b.tgz to $OUT.
+# Merge the results here:
+#   mkdir b && tar xzf b.tgz -C b && python3 scripts/bench_table.py b ... --update docs/BENCHMARKS.md
 set -uo pipefail
 ops=softmax,rmsnorm,layernorm,matmul dtypes=f32,bf16,f16 budget=(--time 60s) out=${OUT:-bench-out}
 while [ $# -gt 0 ]; do
@@ -47,4 +49,9 @@ for op in ${ops//,/ }; do
     tail -n 2 "$out/$name.log"
   done
 done
+python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json"
 python3 "$here/scripts/bench_table.py" "$out" > "$out/table.md" && cat "$out/table.md"
+# Everything but the databases and binaries, in one file (the device tool returns at most
+# 8 files): unpack it here and run bench_table.py on the folder.
+tar czf "$out.tgz" --exclude='*.db' --exclude='*.db-*' --exclude='*.cubin' --exclude='*.ncu-rep' \
+  --exclude='*.ptx' --exclude='*.sass' -C "$out" . && echo "results: $out.tgz"

@@ -3,8 +3,9 @@
 
   python3 scripts/bench_table.py DIR [DIR ...]                 # print the table
   python3 scripts/bench_table.py DIR ... --update docs/BENCHMARKS.md
+  python3 scripts/bench_table.py --summarize DIR > DIR/summary.json   # DIR's runs, no databases needed
 
-Each DIR holds OP-DT.db (one kevolve run), export/OP-DT/dispatch.json (the fastest
+Each DIR holds OP-DT.db (one kevolve run) or, instead of the databases, summary.json, export/OP-DT/dispatch.json (the fastest
 held-out-checked kernel per tune shape), torch.json (PyTorch timed in the same call),
 device.txt, date.txt and budget.txt. kevolve's number per shape is the exported per-shape
 winner; "one kernel" is the run's best by fitness (the geometric mean over the shapes).
@@ -34,6 +35,9 @@ def read(path, default=""):
 def load_dir(d):
     torch = json.load(open(os.path.join(d, "torch.json"))) if os.path.exists(os.path.join(d, "torch.json")) else None
     runs = []
+    summary = os.path.join(d, "summary.json")
+    if not glob.glob(os.path.join(d, "*.db")) and os.path.exists(summary):
+        runs = json.load(open(summary))  # written by --summarize where the databases were
     for db_path in sorted(glob.glob(os.path.join(d, "*.db"))):
         name = os.path.basename(db_path)[:-3]
         op, dt = name.rsplit("-", 1)
@@ -125,6 +129,9 @@ def table(dirs):
 
 
 def main(argv):
+    if argv[:1] == ["--summarize"]:  # the runs of DIR as JSON: the table without the databases
+        json.dump(load_dir(argv[1])["runs"], sys.stdout, indent=1)
+        return
     update = None
     if "--update" in argv:
         i = argv.index("--update")
