@@ -71,10 +71,18 @@ Fault Evaluator::CheckResources(const Loaded& mod, const std::vector<LaunchDesc>
       return {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "resources",
               l.entry + ": " + std::to_string(l.smem) + " bytes of dynamic + " + std::to_string(static_smem) +
                   " bytes of static shared memory exceed the device's " + std::to_string(optin) + " per block"};
-    if (l.smem > 48 * 1024) {
+    int64_t& raised = mod.smem_limit[l.entry];
+    if (l.smem > 48 * 1024 && l.smem > raised) {
+      raised = l.smem;
       CUresult r = d.cuFuncSetAttribute(it->second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         static_cast<int>(l.smem));
       if (r != CUDA_SUCCESS) return {r, "resources", l.entry + ": " + dev_.Check(r, "cuFuncSetAttribute").message()};
+    }
+    // Clusters of more than 8 blocks (up to 16 on Hopper) are "non-portable": the kernel
+    // must opt in before the launch, or cuLaunchKernelEx refuses them.
+    if (l.cluster[0] * std::max<int64_t>(1, l.cluster[1]) * std::max<int64_t>(1, l.cluster[2]) > 8) {
+      CUresult r = d.cuFuncSetAttribute(it->second, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+      if (r != CUDA_SUCCESS) return {r, "resources", l.entry + ": " + dev_.Check(r, "cuFuncSetAttribute(non-portable cluster size)").message()};
     }
   }
   return {};

@@ -19,6 +19,9 @@ namespace kevolve::gpu {
 struct Loaded {
   Module module;
   std::map<std::string, CUfunction> fns;  // entry -> function
+  // The dynamic shared memory limit raised so far per entry: shapes differ in their smem,
+  // and the limit must cover the largest of them, whatever order they are checked in.
+  mutable std::map<std::string, int64_t> smem_limit;
 };
 
 // Kernel arguments with stable storage (cuLaunchKernel reads them through pointers).

@@ -1,0 +1,308 @@
+// softmax seed that stages rows in shared memory with the Hopper bulk-copy engine
+// (cp.async.bulk, completion counted on an mbarrier): one thread asks for a whole tile,
+// so a block keeps up to SLICE KiB in flight with no registers held for it, and the SM's
+// blocks overlap one another's load, reduce and store phases. It covers every regime:
+// - short rows: a block stages R rows (R = ROWS, fewer if they exceed SLICE KiB) and each
+//   warp reduces its rows from shared memory;
+// - medium rows: a block per row (R = 1), block-wide reductions;
+// - long rows: a cluster of CS blocks per row (CS the smallest power of two, at most
+//   CLUSTER, whose slices fit in SLICE KiB; more when they cannot), each block stages
+//   one slice; the CS partials (max, sum) meet through distributed shared memory.
+// Per row: max from shared memory (packed max.bf16x2 / max.f16x2), then
+// e = 2^(x*log2e - m*log2e) summed (f32 writes e back in place), then the cluster
+// combine, then y = e * scale written with 16-byte stores. x is read from DRAM once.
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
+// ordinary loads and padded with -inf; the stores are then scalar.
+// Cluster sizes above 8 are non-portable; the harness allows them on the kernel.
+// @kevolve param   SLICE   64 32 96 128 192
+// @kevolve param   CLUSTER 16 8
+// @kevolve param   ROWS    8 1 2 4 16 32
+// @kevolve param   BLOCK   256 128 512
+// @kevolve param   STCS    0 1
+// @kevolve require ROWS <= 32
+// @kevolve entry   softmax_bulk
+// @kevolve cluster min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))), 1, 1
+// @kevolve grid    ceil_div(rows, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))
+// @kevolve block   BLOCK
+// @kevolve smem    (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * align_up(ceil_div(cols, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))), 16 / sizeof_T) * sizeof_T
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+union Vec {
+  uint4 r;
+  unsigned int w[4];
+  float f[4];
+  T v[VEC];
+};
+
+#if defined(KV_DTYPE_F32)
+#define NEG_WORD 0xff800000u
+#elif defined(KV_DTYPE_BF16)
+#define NEG_WORD 0xff80ff80u
+#else
+#define NEG_WORD 0xfc00fc00u
+#endif
+#define LOG2E 1.4426950408889634f
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
+// shared memory; completion is counted on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// ---- element helpers ----
+__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
+#if defined(KV_DTYPE_F32)
+  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+#else
+  unsigned int d;
+#if defined(KV_DTYPE_BF16)
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+#endif
+}
+__device__ __forceinline__ float word_max(unsigned int a) {
+#if defined(KV_DTYPE_F32)
+  return __uint_as_float(a);
+#elif defined(KV_DTYPE_BF16)
+  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
+#else
+  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
+  return fmaxf(p.x, p.y);
+#endif
+}
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// ---- reductions: over a warp (WARP) or over the block (blockDim.x a multiple of 32) ----
+template <bool WARP>
+__device__ __forceinline__ float reduce_max(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (WARP) return v;
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : kv::neg_inf();
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <bool WARP>
+__device__ __forceinline__ float reduce_sum(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (WARP) return v;
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+struct Stats {
+  float m, s;
+};
+
+// One row's slice in shared memory (ng groups, padded with -inf) -> y. Threads `t` of
+// `nt` (a warp when WARP, else the block; then a cluster of cs blocks shares the row).
+template <bool WARP, bool AL>
+__device__ __forceinline__ void softmax_slice(T* srow, T* __restrict__ yrow, int n, int t, int nt, float* red0,
+                                              float* red1, Stats* part, int cs) {
+  const int ng = (n + VEC - 1) / VEC;
+  Vec* sv = reinterpret_cast<Vec*>(srow);
+  unsigned int macc = NEG_WORD;
+#pragma unroll 4
+  for (int g = t; g < ng; g += nt) {
+    const Vec u = sv[g];
+    macc = wmax(macc, wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+  }
+  const float mb = reduce_max<WARP>(word_max(macc), red0);  // -inf only for an empty slice
+  const float nml = mb == kv::neg_inf() ? 0.f : -mb * LOG2E;
+  float s = 0.f;
+#pragma unroll 4
+  for (int g = t; g < ng; g += nt) {
+    float f[VEC];
+    unpack(sv[g], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      f[k] = ex2(fmaf(f[k], LOG2E, nml));
+      s += f[k];
+    }
+#if defined(KV_DTYPE_F32)
+    sv[g] = pack(f);  // keep e: the write pass only scales it
+#endif
+  }
+  const float sb = reduce_sum<WARP>(s, red1);
+  float scale = rcp(sb);
+  if (!WARP && cs > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) *part = Stats{mb, sb};
+    cluster.sync();
+    const int lane = threadIdx.x % 32;
+    const Stats p = *cluster.map_shared_rank(part, lane & (cs - 1));
+    float M = p.m;
+    for (int o = cs / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float S = p.s * ex2((p.m - M) * LOG2E);  // an empty slice: 0 * 2^-inf = 0
+    for (int o = cs / 2; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
+    cluster.barrier_arrive();  // waited for before exit
+    scale = ex2((mb - M) * LOG2E) * rcp(S);
+  }
+#if !defined(KV_DTYPE_F32)
+  const float nml2 = nml;
+#endif
+#pragma unroll 4
+  for (int g = t; g < ng; g += nt) {
+    float f[VEC];
+    unpack(sv[g], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+#if defined(KV_DTYPE_F32)
+      f[k] *= scale;
+#else
+      f[k] = ex2(fmaf(f[k], LOG2E, nml2)) * scale;
+#endif
+    }
+    const Vec u = pack(f);
+    if (AL) {
+      uint4* q = reinterpret_cast<uint4*>(yrow + g * VEC);
+      if (STCS) __stcs(q, u.r);
+      else *q = u.r;
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k)
+        if (g * VEC + k < n) yrow[g * VEC + k] = u.v[k];
+    }
+  }
+}
+
+// Arguments: buffers (x, y), sizes (rows, cols).
+extern "C" __global__ void __launch_bounds__(BLOCK) softmax_bulk(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ float red0[32], red1[32];
+  __shared__ Stats part;
+  T* const st = reinterpret_cast<T*>(dsm);
+  const int cs = (int)cg::this_cluster().num_blocks();
+  const int rank = (int)cg::this_cluster().block_rank();
+  const int rowb = ((cols + VEC - 1) / VEC) * VEC * KV_SIZEOF_T;  // padded row bytes
+  const int sl = ((((cols + cs - 1) / cs) + VEC - 1) / VEC) * VEC;  // slice elements (and smem row stride)
+  const int R = cs == 1 ? max(1, min(ROWS, SLICE * 1024 / rowb)) : 1;
+  const int row0 = (blockIdx.x / cs) * R;
+  const int nr = min(R, rows - row0);  // >= 1 with the launch above
+  const int c0 = rank * sl;
+  const int n = max(0, min(sl, cols - c0));  // this block's columns of each row
+  const bool al = cols % VEC == 0 && (reinterpret_cast<size_t>(x) & 15) == 0 && (reinterpret_cast<size_t>(y) & 15) == 0;
+  const T* xs = x + (size_t)row0 * cols + c0;
+
+  if (al) {
+    if (threadIdx.x == 0) mbar_init(&bar);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      // Aligned rows: sl == cols when cs == 1, so the block's rows are one contiguous run.
+      const unsigned bytes = (unsigned)(nr * n * KV_SIZEOF_T);
+      mbar_expect(&bar, bytes);
+      if (bytes > 0) bulk_load(st, xs, bytes, &bar);
+    }
+    mbar_wait(&bar, 0);
+  } else {
+    const T neg = kv::from_float<T>(kv::neg_inf());
+    for (int i = threadIdx.x; i < nr * sl; i += blockDim.x) {
+      const int r = i / sl, c = i - r * sl;
+      st[i] = c < n ? xs[(size_t)r * cols + c] : neg;
+    }
+    __syncthreads();
+  }
+
+  T* ys = y + (size_t)row0 * cols + c0;
+  if (R == 1) {
+    if (al) softmax_slice<false, true>(st, ys, n, threadIdx.x, blockDim.x, red0, red1, &part, cs);
+    else softmax_slice<false, false>(st, ys, n, threadIdx.x, blockDim.x, red0, red1, &part, cs);
+    if (cs > 1) cg::this_cluster().barrier_wait();  // keep `part` alive until the cluster has read it
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    for (int r = warp; r < nr; r += nw) {
+      if (al) softmax_slice<true, true>(st + r * sl, ys + (size_t)r * cols, n, lane, 32, red0, red1, &part, 1);
+      else softmax_slice<true, false>(st + r * sl, ys + (size_t)r * cols, n, lane, 32, red0, red1, &part, 1);
+    }
+  }
+}
