@@ -38,7 +38,8 @@ TEST_CASE("run config: defaults, overrides, durations and operator names", "[cor
 TEST_CASE("op spec: the compute field names a known peak", "[core]") {
   auto dir = testing::MakeTempDir("compute");
   std::string spec = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/op.json");
-  for (const char* f : {"reference.cu", "seeds/warp_row.cu", "seeds/block_row.cu", "seeds/cluster_row.cu"})
+  for (const char* f : {"reference.cu", "seeds/warp_row.cu", "seeds/block_row.cu", "seeds/cluster_row.cu",
+                        "seeds/bulk_row.cu"})
     testing::WriteFile(dir / f, testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax" / f));
   auto with = [&](const std::string& compute) {
     std::string s = spec;

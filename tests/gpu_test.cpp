@@ -259,6 +259,24 @@ TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
   }
 }
 
+TEST_CASE("shared memory that differs per shape, and clusters of 16, launch at every shape", "[gpu]") {
+  // softmax bulk_row at its defaults: check shape 2x262147 (f32) needs 65552 bytes of
+  // dynamic shared memory and a cluster of 16 blocks; the tune shape 256x262144, checked
+  // last, needs 65536. The dynamic-smem limit must cover the largest shape, not the last
+  // one set (that bug failed the launch at 2x262147 with CUDA_ERROR_INVALID_VALUE), and a
+  // cluster above 8 blocks must be opted in as non-portable.
+  OpSpec op = Op("softmax");
+  auto p = MakePipeline(op, DType::kF32, false);
+  std::vector<Shape> tune = {op.tune[8]};
+  REQUIRE(tune[0].sizes.at("cols") == 262144);
+  auto ladders = p->Run({Input(testing::SourceRoot() / "configs/ops/softmax/seeds/bulk_row.cu")}, nullptr, &tune);
+  std::string ladder;
+  for (const auto& r : ladders[0].rungs) ladder += FormatRung(r, true) + "\n";
+  INFO(ladder);
+  CHECK(ladders[0].ok());
+  CHECK(ladders[0].timings.size() == 1);
+}
+
 TEST_CASE("planted bad kernels fail at the right rung, and the worker serves the next", "[gpu]") {
   OpSpec op = Op("softmax");
   auto p = MakePipeline(op, DType::kF32, true);

@@ -1,0 +1,247 @@
+// rmsnorm seed that stages rows in shared memory with the Hopper bulk-copy engine
+// (cp.async.bulk, completion counted on an mbarrier): one thread asks for a whole tile,
+// so a block keeps up to SLICE KiB of x in flight with no registers held for it, and the
+// SM's blocks overlap one another's load, reduce and store phases. Every regime:
+// - short rows: a block stages R rows (R = ROWS, fewer if they exceed SLICE KiB) and each
+//   warp reduces its rows from shared memory;
+// - medium rows: a block per row (R = 1), block-wide reduction;
+// - long rows: a cluster of CS blocks per row (CS the smallest power of two, at most
+//   CLUSTER, whose slices fit in SLICE KiB; more when they cannot), each block stages
+//   one slice; the CS partial sums of squares meet through distributed shared memory
+//   (each block publishes its partial, cluster barrier, lane l of every warp reads rank
+//   l % CS, one fixed butterfly adds them, so every block gets the same bits).
+// Per row: sum of x^2 in f32 from shared memory, rstd = rsqrt(sum / cols + eps), then a
+// second pass over shared memory writes y = x * rstd * w (f32, rounded once) with
+// 16-byte stores; w is read with 16-byte loads through the read-only path (it is small
+// and stays in L2). x is read from DRAM once and y written once.
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
+// ordinary loads and padded with zeros (which add nothing to the sum); w loads and y
+// stores are then scalar. An empty slice (possible only for a high rank of a cluster)
+// contributes 0 and writes nothing, but still joins the cluster barriers.
+// Cluster sizes above 8 are non-portable; the harness allows them on the kernel.
+// @kevolve param   SLICE   64 32 96 128 192
+// @kevolve param   CLUSTER 16 8
+// @kevolve param   ROWS    8 1 2 4 16 32
+// @kevolve param   BLOCK   256 128 512
+// @kevolve param   STCS    0 1
+// @kevolve require ROWS <= 32
+// @kevolve entry   rmsnorm_bulk
+// @kevolve cluster min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))), 1, 1
+// @kevolve grid    ceil_div(rows, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))
+// @kevolve block   BLOCK
+// @kevolve smem    (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * align_up(ceil_div(cols, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))), 16 / sizeof_T) * sizeof_T
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+union Vec {
+  uint4 r;
+  unsigned int w[4];
+  float f[4];
+  T v[VEC];
+};
+
+// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
+// shared memory; completion is counted on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// ---- element helpers: 16-bit types stay packed two per word, converted with 32-bit ops ----
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+// Rounds to nearest even, two elements per conversion for 16-bit types.
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// ---- sum over a warp (WARP) or over the block (blockDim.x a multiple of 32); every
+// participating thread gets the same bits ----
+template <bool WARP>
+__device__ __forceinline__ float reduce_sum(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (WARP) return v;
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One row's slice in shared memory (n elements from column c0, padded with zeros to
+// whole groups) -> y. Threads `t` of `nt` (a warp when WARP, else the block; then a
+// cluster of cs blocks shares the row). AL: x, w, y 16-byte aligned and cols % VEC == 0,
+// so n is a multiple of VEC.
+template <bool WARP, bool AL>
+__device__ __forceinline__ void rms_slice(const T* srow, const T* __restrict__ wrow, T* __restrict__ yrow, int n,
+                                          int cols, float eps, int t, int nt, float* red, float* part, int cs) {
+  const int ng = (n + VEC - 1) / VEC;
+  const Vec* sv = reinterpret_cast<const Vec*>(srow);
+  float s = 0.f;
+#pragma unroll 4
+  for (int g = t; g < ng; g += nt) {
+    float f[VEC];
+    unpack(sv[g], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
+  }
+  float ss = reduce_sum<WARP>(s, red);  // 0 for an empty slice
+  if (!WARP && cs > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) *part = ss;
+    cluster.sync();  // partials written and visible cluster-wide
+    const int lane = threadIdx.x % 32;
+    float p = *cluster.map_shared_rank(part, lane & (cs - 1));
+    for (int o = cs / 2; o > 0; o >>= 1) p += __shfl_xor_sync(0xffffffffu, p, o);
+    ss = p;
+    cluster.barrier_arrive();  // done reading remote shared memory; waited for before exit
+  }
+  const float rstd = rsqrtf(ss / (float)cols + eps);
+#pragma unroll 2
+  for (int g = t; g < ng; g += nt) {
+    float f[VEC], wf[VEC];
+    Vec wv;
+    if (AL) {
+      wv.r = __ldg(reinterpret_cast<const uint4*>(wrow) + g);
+    } else {
+      wv.r = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k)
+        if (g * VEC + k < n) wv.v[k] = wrow[g * VEC + k];
+    }
+    unpack(wv, wf);
+    unpack(sv[g], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
+    const Vec u = pack(f);
+    if (AL) {
+      uint4* q = reinterpret_cast<uint4*>(yrow + g * VEC);
+      if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
+      else *q = u.r;
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k)
+        if (g * VEC + k < n) yrow[g * VEC + k] = u.v[k];
+    }
+  }
+}
+
+// Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps).
+extern "C" __global__ void __launch_bounds__(BLOCK)
+rmsnorm_bulk(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int rows, int cols, float eps) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ float red[32];
+  __shared__ float part;
+  T* const st = reinterpret_cast<T*>(dsm);
+  const int cs = (int)cg::this_cluster().num_blocks();
+  const int rank = (int)cg::this_cluster().block_rank();
+  const int rowb = ((cols + VEC - 1) / VEC) * VEC * KV_SIZEOF_T;  // padded row bytes
+  const int sl = ((((cols + cs - 1) / cs) + VEC - 1) / VEC) * VEC;  // slice elements (and smem row stride)
+  const int R = cs == 1 ? max(1, min(ROWS, SLICE * 1024 / rowb)) : 1;
+  const int row0 = (blockIdx.x / cs) * R;
+  const int nr = min(R, rows - row0);  // >= 1 with the launch above
+  const int c0 = rank * sl;
+  const int n = max(0, min(sl, cols - c0));  // this block's columns of each row
+  const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w) |
+                                       reinterpret_cast<size_t>(y)) & 15) == 0;
+  const T* xs = x + (size_t)row0 * cols + c0;
+
+  if (al) {
+    if (threadIdx.x == 0) mbar_init(&bar);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      // Aligned rows: sl == cols when cs == 1, so the block's rows are one contiguous run.
+      const unsigned bytes = (unsigned)(nr * n * KV_SIZEOF_T);
+      mbar_expect(&bar, bytes);
+      if (bytes > 0) bulk_load(st, xs, bytes, &bar);
+    }
+    mbar_wait(&bar, 0);
+  } else {
+    const T zero = kv::from_float<T>(0.f);
+    for (int i = threadIdx.x; i < nr * sl; i += blockDim.x) {
+      const int r = i / sl, c = i - r * sl;
+      st[i] = c < n ? xs[(size_t)r * cols + c] : zero;
+    }
+    __syncthreads();
+  }
+
+  const T* ws = w + c0;
+  T* ys = y + (size_t)row0 * cols + c0;
+  if (R == 1) {
+    if (al) rms_slice<false, true>(st, ws, ys, n, cols, eps, threadIdx.x, blockDim.x, red, &part, cs);
+    else rms_slice<false, false>(st, ws, ys, n, cols, eps, threadIdx.x, blockDim.x, red, &part, cs);
+    if (cs > 1) cg::this_cluster().barrier_wait();  // keep `part` alive until the cluster has read it
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    if (al) {
+      for (int r = warp; r < nr; r += nw)
+        rms_slice<true, true>(st + r * sl, ws, ys + (size_t)r * cols, n, cols, eps, lane, 32, red, &part, 1);
+    } else {
+      for (int r = warp; r < nr; r += nw)
+        rms_slice<true, false>(st + r * sl, ws, ys + (size_t)r * cols, n, cols, eps, lane, 32, red, &part, 1);
+    }
+  }
+}
