@@ -73,6 +73,7 @@ class Evaluator {
   // Enqueue + wait (watchdog); returns the elapsed ms in *ms when given.
   Fault RunSequence(const Loaded& mod, const std::vector<LaunchDesc>& launches, ArgPack& args, double timeout_ms,
                     double* ms);
+  nlohmann::json Occupancy(const Loaded& mod, const std::vector<LaunchDesc>& launches);
   Fault CheckResources(const Loaded& mod, const std::vector<LaunchDesc>& launches);
 
   // Correctness on one check shape; merges into *metrics, fills per-shape JSON.

@@ -216,7 +216,50 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
     out->protocol["cupti_over_events"] = ev > 0 ? s.median / ev : 0.0;
     out->protocol["cupti_batches_fallen_back"] = cupti_mismatch;
   }
+  out->protocol["occupancy"] = Occupancy(cand, shape.launches);
   return {};
+}
+
+// How many blocks of each launch fit on one SM, and for cluster launches how many clusters
+// the device can hold at once (a cluster must fit in one GPC): the first numbers to read
+// when a kernel stays under its roofline.
+nlohmann::json Evaluator::Occupancy(const Loaded& mod, const std::vector<LaunchDesc>& launches) {
+  const auto& d = dev_.drv();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : launches) {
+    auto it = mod.fns.find(l.entry);
+    if (it == mod.fns.end()) continue;
+    const int64_t threads = l.block[0] * l.block[1] * l.block[2];
+    int per_sm = 0;
+    if (d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, it->second, static_cast<int>(threads),
+                                                      static_cast<size_t>(l.smem)) != CUDA_SUCCESS)
+      per_sm = -1;
+    nlohmann::json j = {{"entry", l.entry}, {"blocks_per_sm", per_sm}};
+    if (l.cluster[0] > 0 && d.cuOccupancyMaxActiveClusters) {
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = static_cast<unsigned>(l.grid[0]);
+      cfg.gridDimY = static_cast<unsigned>(l.grid[1]);
+      cfg.gridDimZ = static_cast<unsigned>(l.grid[2]);
+      cfg.blockDimX = static_cast<unsigned>(l.block[0]);
+      cfg.blockDimY = static_cast<unsigned>(l.block[1]);
+      cfg.blockDimZ = static_cast<unsigned>(l.block[2]);
+      cfg.sharedMemBytes = static_cast<unsigned>(l.smem);
+      cfg.hStream = dev_.stream();
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = static_cast<unsigned>(l.cluster[0]);
+      attr.value.clusterDim.y = static_cast<unsigned>(std::max<int64_t>(1, l.cluster[1]));
+      attr.value.clusterDim.z = static_cast<unsigned>(std::max<int64_t>(1, l.cluster[2]));
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (d.cuOccupancyMaxActiveClusters(&clusters, it->second, &cfg) != CUDA_SUCCESS) clusters = -1;
+      j["cluster_size"] = l.cluster[0] * std::max<int64_t>(1, l.cluster[1]) * std::max<int64_t>(1, l.cluster[2]);
+      j["max_active_clusters"] = clusters;
+    }
+    out.push_back(j);
+  }
+  return out;
 }
 
 Status Evaluator::Replay(const EvalRequest& req, int reps) {

@@ -16,18 +16,17 @@
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
 // ordinary loads and padded with -inf; the stores are then scalar.
 // Cluster sizes above 8 are non-portable; the harness allows them on the kernel.
-// @kevolve param   SLICE   64 32 96 128 192
+// @kevolve param   SLICE   64 32 16 96 128 192
 // @kevolve param   CLUSTER 16 8
 // @kevolve param   ROWS    8 1 2 4 16 32
-// @kevolve param   TILES   1 2 4 8
+// @kevolve param   TILES   1 2 4
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   STCS    0 1
-// @kevolve require TILES == 1 || SLICE <= 96
 // @kevolve entry   softmax_bulk
 // @kevolve cluster min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))), 1, 1
-// @kevolve grid    min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? ceil_div(ceil_div(rows, (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1)), TILES) : rows * min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))
+// @kevolve grid    min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? ceil_div(ceil_div(rows, (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1)), TILES) : ceil_div(rows, TILES) * min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))
 // @kevolve block   BLOCK
-// @kevolve smem    (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 && TILES > 1 ? 2 : 1) * (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * align_up(ceil_div(cols, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))), 16 / sizeof_T) * sizeof_T
+// @kevolve smem    (TILES > 1 && 2 * (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * align_up(ceil_div(cols, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))), 16 / sizeof_T) * sizeof_T <= 229376 ? 2 : 1) * (min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024))) == 1 ? max(1, min(ROWS, SLICE * 1024 / (align_up(cols, 16 / sizeof_T) * sizeof_T))) : 1) * align_up(ceil_div(cols, min(CLUSTER, pow2_ceil(ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLICE * 1024)))), 16 / sizeof_T) * sizeof_T
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 
@@ -227,7 +226,6 @@ __device__ __forceinline__ void softmax_slice(T* srow, T* __restrict__ yrow, int
     for (int o = cs / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     float S = p.s * ex2((p.m - M) * LOG2E);  // an empty slice: 0 * 2^-inf = 0
     for (int o = cs / 2; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
-    cluster.barrier_arrive();  // waited for before exit
     scale = ex2((mb - M) * LOG2E) * rcp(S);
   }
 #if !defined(KV_DTYPE_F32)
@@ -263,7 +261,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 1280 / BLOCK) softmax_bulk(c
   extern __shared__ __align__(128) unsigned char dsm[];
   __shared__ __align__(8) unsigned long long bar[2];
   __shared__ float red0[32], red1[32];
-  __shared__ Stats part;
+  __shared__ Stats part[2];  // by row parity: one cluster barrier per row
   T* const st = reinterpret_cast<T*>(dsm);
   const int cs = (int)cg::this_cluster().num_blocks();
   const int rank = (int)cg::this_cluster().block_rank();
@@ -272,39 +270,44 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 1280 / BLOCK) softmax_bulk(c
   const int sl = ((((cols + cs - 1) / cs) + VEC - 1) / VEC) * VEC;  // slice elements (and smem row stride)
   const int R = cs == 1 ? max(1, min(ROWS, SLICE * 1024 / rowb)) : 1;  // rows per tile
   const int ntiles = (rows + R - 1) / R;
-  const int tt = cs == 1 ? TILES : 1;  // tiles per block, double-buffered when > 1
+  const int tt = TILES;  // tiles (rows, for a cluster) per block
   const int t0 = (blockIdx.x / cs) * tt;
   const int mine = min(tt, ntiles - t0);  // >= 1 with the launch above
   const int c0 = rank * sl;
   const int n = max(0, min(sl, cols - c0));  // this block's columns of each row
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
   const bool warp_mode = R >= nw;  // enough rows for every warp: one row per warp at a time
+  // Two stages (the next tile loads while this one is reduced and written) when they fit
+  // in 224 KiB (a block may have 227, static included); the launch's smem follows the same rule.
+  const int stages = tt > 1 && 2 * R * sl * KV_SIZEOF_T <= 229376 ? 2 : 1;
 
   // Tile i of this block goes to stage i & 1. Aligned rows: sl == cols when cs == 1, so a
   // tile's rows are one contiguous run and one bulk copy fetches it.
-  auto issue = [&](int i) {
+  auto issue = [&](int i, int s) {
     const int row0 = (t0 + i) * R, nr = min(R, rows - row0);
     const unsigned bytes = (unsigned)(nr * n * KV_SIZEOF_T);
-    mbar_expect(&bar[i & 1], bytes);
-    if (bytes > 0) bulk_load(st + (i & 1) * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[i & 1]);
+    mbar_expect(&bar[s], bytes);
+    if (bytes > 0) bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
   };
   if (al) {
     if (tid == 0) {
       mbar_init(&bar[0]);
       mbar_init(&bar[1]);
-      issue(0);
+      issue(0, 0);
     }
     __syncthreads();  // the barriers are initialised before anyone waits on them
   }
   for (int i = 0; i < mine; ++i) {
     const int row0 = (t0 + i) * R, nr = min(R, rows - row0);
-    T* const sb = st + (i & 1) * R * sl;
+    const int s = stages == 2 ? (i & 1) : 0;
+    const unsigned parity = stages == 2 ? (i >> 1) & 1 : i & 1;  // uses of stage s so far, mod 2
+    T* const sb = st + s * R * sl;
     if (al) {
-      if (tid == 0 && i + 1 < mine) {
+      if (tid == 0 && stages == 2 && i + 1 < mine) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our writes to that stage, before the copy's
-        issue(i + 1);  // its stage was released by the barrier that ended tile i - 1
+        issue(i + 1, (i + 1) & 1);  // its stage was released by the barrier that ended tile i - 1
       }
-      mbar_wait(&bar[i & 1], (i >> 1) & 1);
+      mbar_wait(&bar[s], parity);
     } else {
       const T neg = kv::from_float<T>(kv::neg_inf());
       const T* xs = x + (size_t)row0 * cols + c0;
@@ -318,17 +321,21 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 1280 / BLOCK) softmax_bulk(c
     if (warp_mode) {
       const int warp = tid / 32, lane = tid % 32;
       for (int r = warp; r < nr; r += nw) {
-        if (al) softmax_slice<true, true>(sb + r * sl, ys + (size_t)r * cols, n, lane, 32, red0, red1, &part, 1);
-        else softmax_slice<true, false>(sb + r * sl, ys + (size_t)r * cols, n, lane, 32, red0, red1, &part, 1);
+        if (al) softmax_slice<true, true>(sb + r * sl, ys + (size_t)r * cols, n, lane, 32, red0, red1, part, 1);
+        else softmax_slice<true, false>(sb + r * sl, ys + (size_t)r * cols, n, lane, 32, red0, red1, part, 1);
       }
     } else {
       for (int r = 0; r < nr; ++r) {
-        if (al) softmax_slice<false, true>(sb + r * sl, ys + (size_t)r * cols, n, tid, blockDim.x, red0, red1, &part, cs);
-        else softmax_slice<false, false>(sb + r * sl, ys + (size_t)r * cols, n, tid, blockDim.x, red0, red1, &part, cs);
+        if (al) softmax_slice<false, true>(sb + r * sl, ys + (size_t)r * cols, n, tid, blockDim.x, red0, red1, part + (i & 1), cs);
+        else softmax_slice<false, false>(sb + r * sl, ys + (size_t)r * cols, n, tid, blockDim.x, red0, red1, part + (i & 1), cs);
         __syncthreads();  // the reduction scratch is reused by the next row
       }
     }
     __syncthreads();  // this stage is free for the tile after next
+    if (al && stages == 1 && tid == 0 && i + 1 < mine) {  // one stage: refill it now
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      issue(i + 1, 0);
+    }
   }
-  if (cs > 1) cg::this_cluster().barrier_wait();  // keep `part` alive until the cluster has read it
+  if (cs > 1) cg::this_cluster().sync();  // keep `part` alive until the cluster has read it
 }

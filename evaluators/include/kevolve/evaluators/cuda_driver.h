@@ -24,7 +24,7 @@ namespace kevolve {
   X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)           \
   X(cuStreamQuery) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
   X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuGetErrorString)           \
-  X(cuGetErrorName) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuGetErrorName) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxActiveClusters)
 
 struct CudaDriver {
 #define KEVOLVE_DECLARE(name) decltype(&::name) name = nullptr;
