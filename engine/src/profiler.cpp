@@ -181,7 +181,12 @@ ProfileResult Profile(const EvalRequest& req, const CompileResult& binary, const
   for (const auto& [entry, sym] : binary.lowered) names += (names.empty() ? "" : "|") + sym;
   std::string report = (fs::path(o.workdir) / "profile").string();
   std::string out;
-  int rc = Shell(Quote(ncu) + " --clock-control none --metrics " + kMetrics + " -k " + Quote("regex:^(" + names + ")$") +
+  // KEVOLVE_NCU_ARGS adds Nsight Compute options, e.g. "--section WarpStateStats
+  // --section SchedulerStats": the report (kept with --profile-dir or in an export) then
+  // holds those sections too; read them with `ncu -i profile.ncu-rep --page details`.
+  const char* extra_env = std::getenv("KEVOLVE_NCU_ARGS");
+  const std::string extra = extra_env ? std::string(" ") + extra_env : "";
+  int rc = Shell(Quote(ncu) + " --clock-control none --metrics " + kMetrics + extra + " -k " + Quote("regex:^(" + names + ")$") +
                      " -f -o " + Quote(report) + " " + Quote(exe) + " worker --device " + std::to_string(o.device) +
                      " --replay " + Quote(reqfile) + " --reps 1",
                  &out);
