@@ -36,6 +36,8 @@ date -u +%Y-%m-%dT%H:%MZ > "$out/date.txt"
 echo "${budget[*]}" > "$out/budget.txt"
 # PyTorch in the same call, on the same GPU: first, so that a call cut short still has it.
 python3 "$torch_py" --ops "$ops" --dtypes "$dtypes" --json "$out/torch.json" > "$out/torch.log" 2>&1 || echo "torch_baselines.py failed: $(tail -n 3 "$out/torch.log")"
+# The copy ceiling at each size moved (a 64 MiB copy reaches far less than a 1 GiB one).
+python3 "$here/scripts/copy_sizes.py" --json "$out/copy_sizes.json" > "$out/copy_sizes.txt" 2>&1 || echo "copy_sizes.py failed: $(tail -n 3 "$out/copy_sizes.txt")"
 for op in ${ops//,/ }; do
   for dt in ${dtypes//,/ }; do
     if [ "$op" = matmul ] && [ "$dt" != bf16 ]; then continue; fi

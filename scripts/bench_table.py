@@ -10,6 +10,9 @@ held-out-checked kernel per tune shape), torch.json (PyTorch timed in the same c
 device.txt, date.txt and budget.txt. kevolve's number per shape is the exported per-shape
 winner; "one kernel" is the run's best by fitness (the geometric mean over the shapes).
 Fractions of the copy ceiling use the larger of PyTorch's and kevolve's measured copy.
+With DIR/copy_sizes.json (scripts/copy_sizes.py: a plain copy of each size moved), the
+table adds kevolve's fraction of a copy of the same size: small shapes cannot reach a
+large fraction of the 1 GiB copy, since a copy of their own size does not.
 """
 import glob, json, math, os, re, sqlite3, sys
 
@@ -53,7 +56,9 @@ def load_dir(d):
         dispatch = json.load(open(dispatch_path)) if os.path.exists(dispatch_path) else {"shapes": {}}
         runs.append(dict(op=op, dtype=dt, fitness=best[1] if best else None, single=single, candidates=counts[0],
                          passed=counts[1] or 0, copy=copy, per_shape={k: v["median_us"] for k, v in dispatch["shapes"].items()}))
-    return dict(dir=d, torch=torch, runs=runs, device=read(os.path.join(d, "device.txt")),
+    sizes_path = os.path.join(d, "copy_sizes.json")
+    sizes = json.load(open(sizes_path)) if os.path.exists(sizes_path) else None
+    return dict(dir=d, torch=torch, runs=runs, sizes=sizes, device=read(os.path.join(d, "device.txt")),
                 date=read(os.path.join(d, "date.txt")), budget=read(os.path.join(d, "budget.txt")))
 
 
@@ -62,6 +67,14 @@ def torch_us(torch, op, dt, shape):
         if r["op"] == op and r["dtype"] == dt and "x".join(map(str, r["shape"])) == shape:
             return r["us"]
     return None
+
+
+def same_size_copy(sizes, mib):
+    """GB/s of a plain copy moving `mib` MiB (the nearest size measured), or None."""
+    if not sizes:
+        return None
+    by = {int(k): v for k, v in sizes["GBps_by_MiB_moved"].items()}
+    return by[min(by, key=lambda m: abs(math.log(m / mib)))]
 
 
 def fmt(v, f="%.1f"):
@@ -79,15 +92,20 @@ def table(dirs):
         out.append(f"nvidia-smi: {'; '.join(res['device'].splitlines())}")
         out.append("")
         out.append(f"PyTorch {torch['torch'] if torch else '?'}; copy ceiling {fmt(copy_t, '%.0f')} GB/s (PyTorch copy, same call).")
+        sizes = res["sizes"]
+        if sizes:
+            out.append("Same-size copy (scripts/copy_sizes.py, " + sizes.get("source", "same call") + "): " +
+                       ", ".join(f"{k} MiB {v:.0f}" for k, v in sizes["GBps_by_MiB_moved"].items()) + " GB/s.")
         out.append("")
         rowwise = [r for r in res["runs"] if r["op"] != "matmul"]
         if rowwise:
-            out.append("| op | dtype | shape | MiB moved | kevolve (us) | one kernel (us) | PyTorch (us) | speedup | kevolve % copy | PyTorch % copy |")
-            out.append("|---|---|---|---|---|---|---|---|---|---|")
+            extra = " kevolve % same-size copy |" if sizes else ""
+            out.append("| op | dtype | shape | MiB moved | kevolve (us) | one kernel (us) | PyTorch (us) | speedup | kevolve % copy | PyTorch % copy |" + extra)
+            out.append("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if sizes else ""))
         summary = []
         for r in rowwise:
             ceiling = max(x for x in (copy_t, r["copy"]) if x) if (copy_t or r["copy"]) else None
-            wins, n, worst_big = 0, 0, None
+            wins, n, worst_big, worst_same = 0, 0, None, None
             for shape, kev in sorted(r["per_shape"].items(), key=shape_key):
                 rows, cols = map(int, shape.split("x"))
                 nbytes = 2 * rows * cols * SIZEOF[r["dtype"]]
@@ -97,12 +115,18 @@ def table(dirs):
                 sp = t / kev if t else None
                 n += 1
                 wins += 1 if (sp and sp > 1) else 0
+                same = same_size_copy(sizes, nbytes / 2**20)
+                sfrac = nbytes / (kev * 1e-6) / 1e9 / same if same else None
                 if nbytes >= 64 << 20 and frac is not None:
                     worst_big = frac if worst_big is None else min(worst_big, frac)
+                    if sfrac is not None:
+                        worst_same = sfrac if worst_same is None else min(worst_same, sfrac)
                 out.append(f"| {r['op']} | {r['dtype']} | {shape} | {nbytes / 2**20:.0f} | {kev:.1f} | {fmt(r['single'].get(shape))} | "
-                           f"{fmt(t)} | {fmt(sp, '%.2fx')} | {fmt(frac and 100 * frac, '%.1f%%')} | {fmt(tfrac and 100 * tfrac, '%.1f%%')} |")
+                           f"{fmt(t)} | {fmt(sp, '%.2fx')} | {fmt(frac and 100 * frac, '%.1f%%')} | {fmt(tfrac and 100 * tfrac, '%.1f%%')} |"
+                           + (f" {fmt(sfrac and 100 * sfrac, '%.1f%%')} |" if sizes else ""))
             summary.append(f"- {r['op']} {r['dtype']}: faster than PyTorch on {wins}/{n} shapes; worst fraction of the copy "
-                           f"ceiling on shapes moving 64 MiB or more: {fmt(worst_big and 100 * worst_big, '%.1f%%')}; "
+                           f"ceiling on shapes moving 64 MiB or more: {fmt(worst_big and 100 * worst_big, '%.1f%%')}"
+                           + (f" ({fmt(worst_same and 100 * worst_same, '%.1f%%')} at worst of a same-size copy)" if sizes else "") + "; "
                            f"{r['candidates']} candidates, {r['passed']} passed every rung, best fitness {fmt(r['fitness'], '%.3f')}.")
         for r in [r for r in res["runs"] if r["op"] == "matmul"]:
             out.append("")
