@@ -14,6 +14,7 @@
 #include "kevolve/engine/llm_breeder.h"
 #include "kevolve/engine/run_config.h"
 #include "kevolve/engine/search.h"
+#include "kevolve/operators/llm/provider.h"
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/worker_pool.h"
@@ -39,7 +40,9 @@ std::atomic<bool> g_interrupt{false};
 
 void OnSigint(int) {
   if (g_interrupt.exchange(true)) std::_Exit(kExitInterrupted);  // second Ctrl-C: leave now
-  const char msg[] = "\nkevolve: interrupted: finishing the evaluations in flight (Ctrl-C again to quit now)\n";
+  llm::CancelLlmCalls(true);  // a lock-free atomic store: safe in a signal handler
+  const char msg[] =
+      "\nkevolve: interrupted: finishing the evaluations in flight, cancelling LLM calls (Ctrl-C again to quit now)\n";
   ssize_t w = write(2, msg, sizeof(msg) - 1);
   (void)w;
 }

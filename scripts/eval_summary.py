@@ -7,7 +7,7 @@ import re
 import sys
 
 head = re.compile(r"^(\S+) \[([^\]]*)\] (\S+) (sm_\S+)")
-timing = re.compile(r"\[timing\] ok (\S+) median_us=([\d.]+).*?frac=([\d.]+)")
+timing = re.compile(r"\[timing\] ok (\S+) median_us=([\d.eE+-]+)(?:.*?frac=([\d.eE+-]+))?")
 for path in sys.argv[1:]:
     best, fails, cur, n = {}, [], None, 0
     for line in open(path, errors="replace"):
@@ -17,7 +17,7 @@ for path in sys.argv[1:]:
             continue
         t = timing.search(line)
         if t and cur:
-            shape, us, frac = t.group(1), float(t.group(2)), float(t.group(3))
+            shape, us, frac = t.group(1), float(t.group(2)), float(t.group(3) or "nan")
             if shape not in best or us < best[shape][0]:
                 best[shape] = (us, frac, cur)
         elif cur and "FAILED" in line:

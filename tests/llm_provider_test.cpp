@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -609,6 +610,81 @@ TEST_CASE("CostMeter stops allowing calls once the budget is spent", "[llm]") {
   }
   for (auto& t : threads) t.join();
   CHECK(shared.spent() == Approx(40.0));
+}
+
+// Cancellation (Ctrl-C in a search): CancelLlmCalls is process-wide, so each test lifts it.
+struct CancelGuard {
+  ~CancelGuard() { CancelLlmCalls(false); }
+};
+
+TEST_CASE("cancel: a call after CancelLlmCalls returns cancelled without a request", "[llm]") {
+  CancelGuard lift;
+  LlmMockServer server;
+  server.SetFallback({200, OpenAiBody("never")});
+  auto p = Make(OpenAi(server));
+  CancelLlmCalls(true);
+  Reply r = p->Complete(kMessages);
+  CHECK(r.outcome == "cancelled");
+  CHECK(r.text.empty());
+  CHECK(server.requests().empty());
+  CancelLlmCalls(false);
+  CHECK(p->Complete(kMessages).ok());  // lifted: calls go out again
+}
+
+TEST_CASE("cancel: an HTTP call in flight is aborted, not waited for", "[llm]") {
+  CancelGuard lift;
+  LlmMockServer server;
+  server.SetFallback({200, OpenAiBody("too late"), {}, 20.0});  // answers after 20 s
+  auto p = Make(OpenAi(server));
+  auto call = std::async(std::launch::async, [&] { return p->Complete(kMessages); });
+  while (server.requests().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CancelLlmCalls(true);
+  Reply r = call.get();
+  // Without the cancellation this would be the server's "ok" reply, 20 s later.
+  CHECK(r.outcome == "cancelled");
+  CHECK(r.attempts == 1);
+  CHECK(r.text.empty());
+}
+
+TEST_CASE("cancel: a backoff sleep is cut short and no retry follows", "[llm]") {
+  CancelGuard lift;
+  LlmMockServer server;
+  server.Push({429, R"({"error":{"message":"slow down"}})", {{"Retry-After", "60"}}});
+  server.SetFallback({200, OpenAiBody("after the wait")});
+  auto p = Make(OpenAi(server));  // the real sleep: 60 s unless cut short
+  auto call = std::async(std::launch::async, [&] { return p->Complete(kMessages); });
+  while (server.requests().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // into the sleep
+  CancelLlmCalls(true);
+  Reply r = call.get();
+  CHECK(r.outcome == "cancelled");
+  CHECK(r.attempts == 1);
+  CHECK(server.requests().size() == 1);  // no second attempt
+}
+
+TEST_CASE("cancel: a command provider's process is killed", "[llm]") {
+  CancelGuard lift;
+  auto cfg = CommandConfig("sleep 30; echo late");
+  cfg.timeout_s = 60;
+  auto p = Make(cfg);
+  auto call = std::async(std::launch::async, [&] { return p->Complete(kMessages); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CancelLlmCalls(true);
+  Reply r = call.get();
+  CHECK(r.outcome == "cancelled");
+  CHECK(r.text.empty());
+}
+
+TEST_CASE("cancel: cancelled calls do not open the circuit breaker", "[llm]") {
+  CancelGuard lift;
+  LlmMockServer server;
+  server.SetFallback({200, OpenAiBody("fine")});
+  auto cfg = OpenAi(server);
+  cfg.breaker_failures = 2;
+  auto p = Make(cfg);
+  CancelLlmCalls(true);
+  for (int i = 0; i < 4; ++i) CHECK(p->Complete(kMessages).outcome == "cancelled");
+  CHECK_FALSE(p->broken());
 }
 
 }  // namespace

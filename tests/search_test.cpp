@@ -362,6 +362,77 @@ TEST_CASE("a slow LLM never holds the GPUs: generations go on while its calls ar
   for (const auto& c : *calls) CHECK(c.provider == "gated");
 }
 
+namespace {
+
+// A model that never answers: each call returns only once the LLM calls are cancelled
+// (or after 20 s, which a search that does not cancel them would wait for).
+class HangingProvider : public llm::Provider {
+ public:
+  HangingProvider() {
+    cfg_.name = "hanging";
+    cfg_.kind = "replay";
+  }
+  llm::Reply Complete(const std::vector<llm::Message>&) override {
+    started = true;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!llm::LlmCallsCancelled()) {
+      if (std::chrono::steady_clock::now() > until) {
+        timed_out = true;
+        llm::Reply r;
+        r.text = "// @kevolve param C 0 1 2 3\n";
+        return r;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    llm::Reply r;
+    r.outcome = "cancelled";
+    r.error = "cancelled";
+    return r;
+  }
+  const llm::ProviderConfig& config() const override { return cfg_; }
+  bool broken() const override { return false; }
+  std::atomic<bool> started{false}, timed_out{false};
+
+ private:
+  llm::ProviderConfig cfg_;
+};
+
+}  // namespace
+
+TEST_CASE("an interrupted search cancels its LLM calls in flight and records them", "[engine][llm]") {
+  World w;
+  auto hanging = std::make_unique<HangingProvider>();
+  HangingProvider* provider = hanging.get();
+  std::vector<std::unique_ptr<llm::Provider>> providers;
+  providers.push_back(std::move(hanging));
+  auto compiler = std::make_shared<NvrtcCompiler>();
+  LlmBreeder llm(w.op, DType::kF32, std::move(providers), 0, compiler, "sm_90", {}, 4);
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig cfg = Config(50, 3);
+  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  cfg.llm_wait_s = 0;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  std::atomic<bool> stop{false};
+  int gens_seen = 0;
+  auto r = s.Run(0, &stop, [&](const GenerationReport&) {
+    if (++gens_seen == 3) stop = true;  // Ctrl-C, with the calls of generation 1 hanging
+  });
+  llm::CancelLlmCalls(false);  // process-wide: leave it lifted for the other tests
+  REQUIRE(r.ok());
+  CHECK(r->stop_reason == "interrupted");
+  CHECK(provider->started.load());
+  CHECK_FALSE(provider->timed_out.load());  // ended by the cancellation, not by waiting 20 s
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  REQUIRE(!calls->empty());
+  for (const auto& c : *calls) {
+    CHECK(c.outcome == "cancelled");
+    CHECK_FALSE(c.candidate_id.has_value());
+  }
+}
+
 TEST_CASE("a mix of LLM operators only runs every generation", "[engine][llm]") {
   World w;
   testing::WriteFile(w.dir / "replies" / "r0.txt",

@@ -86,19 +86,28 @@ void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o,
   auto parsed = CandidateSource::Parse(src->text, src->name);
   nlohmann::json launch = {{"entries", nlohmann::json::array()}, {"shapes", nlohmann::json::array()},
                            {"dtype", DTypeName(pipeline.dtype())}, {"arch", pipeline.arch()}, {"params", params},
-                           {"argument_order", "buffers (as in the op), sizes (int), scalars, scratch buffers"}};
+                           {"argument_order", "buffers (as in the op), sizes (int), scalars, scratch buffers"},
+                           {"launch_notes",
+                            "smem is dynamic shared memory in bytes: above 48 KiB raise the kernel's "
+                            "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first; a cluster launch needs "
+                            "cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, and a cluster above 8 "
+                            "blocks needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 1"}};
   if (parsed.ok()) {
     for (const auto& l : parsed->launches) {
       nlohmann::json e = {{"entry", l.entry}, {"grid", {l.grid[0].text(), l.grid[1].text(), l.grid[2].text()}},
                           {"block", {l.block[0].text(), l.block[1].text(), l.block[2].text()}}, {"smem", l.smem.text()}};
+      if (l.cluster) e["cluster"] = {(*l.cluster)[0].text(), (*l.cluster)[1].text(), (*l.cluster)[2].text()};
       launch["entries"].push_back(e);
     }
     for (const auto& s : op.tune) {
       auto lc = ResolveLaunches(*parsed, params, op.MakeEnv(s, pipeline.dtype()));
       if (!lc.ok()) continue;
       nlohmann::json sj = {{"shape", s.label}, {"launches", nlohmann::json::array()}};
-      for (const auto& l : *lc)
-        sj["launches"].push_back({{"entry", l.entry}, {"grid", l.grid}, {"block", l.block}, {"smem", l.smem}});
+      for (const auto& l : *lc) {
+        nlohmann::json lj = {{"entry", l.entry}, {"grid", l.grid}, {"block", l.block}, {"smem", l.smem}};
+        if (l.cluster[0] > 0) lj["cluster"] = l.cluster;
+        sj["launches"].push_back(lj);
+      }
       launch["shapes"].push_back(sj);
     }
     nlohmann::json scratch = nlohmann::json::array();

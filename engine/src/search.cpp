@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kevolve/core/json_file.h"
+#include "kevolve/operators/llm/provider.h"
 #include "kevolve/operators/param_ops.h"
 
 namespace kevolve {
@@ -276,6 +277,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
                                  const std::function<void(const GenerationReport&)>& on_generation) {
   if (Status s = ValidateRunConfig(cfg_); !s.ok()) return s;
   if (Status s = LoadSeeds(); !s.ok()) return s;
+  llm::CancelLlmCalls(false);  // an earlier interrupted search in this process cancelled them
   db::RunRecord run;
   if (resume_run_id) {
     auto r = store_->GetRun(resume_run_id);
@@ -448,7 +450,10 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
     }
   }
   // Calls still in flight are waited for and recorded (their children are not evaluated).
+  // After Ctrl-C they are cancelled first, so that waiting takes about a second, not a
+  // slow model's answer or a rate limit's backoff; they are recorded as "cancelled".
   if (llm_future_.valid()) {
+    if (result.stop_reason == "interrupted") llm::CancelLlmCalls(true);
     CollectLlmChildren(nullptr, -1);
     RecordLlmCalls(run.id);
   }

@@ -73,10 +73,10 @@ Fault Evaluator::CheckResources(const Loaded& mod, const std::vector<LaunchDesc>
                   " bytes of static shared memory exceed the device's " + std::to_string(optin) + " per block"};
     int64_t& raised = mod.smem_limit[l.entry];
     if (l.smem > 48 * 1024 && l.smem > raised) {
-      raised = l.smem;
       CUresult r = d.cuFuncSetAttribute(it->second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         static_cast<int>(l.smem));
       if (r != CUDA_SUCCESS) return {r, "resources", l.entry + ": " + dev_.Check(r, "cuFuncSetAttribute").message()};
+      raised = l.smem;
     }
     // Clusters of more than 8 blocks (up to 16 on Hopper) are "non-portable": the kernel
     // must opt in before the launch, or cuLaunchKernelEx refuses them.

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "kevolve/operators/llm/provider.h"
 #include "kevolve/operators/llm/transport.h"
 #include "transport_sigpipe.h"
 
@@ -95,6 +96,8 @@ class CurlTransport : public HttpTransport {
   }
 
  private:
+  static int OnProgress(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) { return LlmCallsCancelled() ? 1 : 0; }
+
   static HttpResponse PostOrThrow(const HttpRequest& req) {
     HttpResponse resp;
     EasyHandle easy(curl_easy_init());
@@ -136,6 +139,10 @@ class CurlTransport : public HttpTransport {
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &resp.headers);
+    // Called about once a second even while idle: aborts the transfer once the search
+    // has cancelled its LLM calls.
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
 
     CURLcode code;
     {

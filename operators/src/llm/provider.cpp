@@ -31,10 +31,29 @@ constexpr char kDefaultAnthropicUrl[] = "https://api.anthropic.com";
 // Outcomes that say the provider is not working (the breaker counts them). A truncated
 // or refused reply still came from a working model.
 bool IsFailure(const std::string& outcome) {
-  return outcome != "ok" && outcome != "truncated" && outcome != "refused";
+  return outcome != "ok" && outcome != "truncated" && outcome != "refused" && outcome != "cancelled";
 }
 
-void DefaultSleep(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
+std::atomic<bool> g_cancelled{false};
+
+// Sleeps in short steps so that a cancellation cuts a long backoff short.
+void DefaultSleep(double seconds) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  while (!LlmCallsCancelled()) {
+    const Clock::duration left = end - Clock::now();
+    if (left <= Clock::duration::zero()) return;
+    std::this_thread::sleep_for(std::min<Clock::duration>(left, std::chrono::milliseconds(50)));
+  }
+}
+
+Reply CancelledReply() {
+  Reply r;
+  r.outcome = "cancelled";
+  r.error = "cancelled: the search was interrupted";
+  return r;
+}
 
 double DefaultJitter() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -81,10 +100,12 @@ class WrappedProvider : public Provider {
       : cfg_(std::move(cfg)), backend_(std::move(backend)), env_(std::move(env)), slots_(cfg_.max_concurrency) {}
 
   Reply Complete(const std::vector<Message>& messages) override {
+    if (LlmCallsCancelled()) return CancelledReply();
     if (broken()) return BreakerReply();
     // The slot is held through the backoff sleeps too: a rate-limited provider should
     // see less traffic, not the waiting calls rushing in.
     SlotGuard slot(slots_);
+    if (LlmCallsCancelled()) return CancelledReply();
     if (broken()) return BreakerReply();
     auto start = std::chrono::steady_clock::now();
     internal::Attempt last;
@@ -97,8 +118,17 @@ class WrappedProvider : public Provider {
       tokens_out += last.reply.tokens_out;
       if (last.reply.outcome == "malformed") ++malformed;
       bool retry = last.retryable && attempts <= cfg_.max_retries && malformed < kMaxMalformedAttempts;
-      if (!retry) break;
+      if (!retry || LlmCallsCancelled()) break;
       env_.sleep(RetryDelay(attempts - 1, last.retry_after_s));
+      if (LlmCallsCancelled()) break;
+    }
+    if (LlmCallsCancelled() && last.reply.outcome != "ok") {
+      // Aborted (or given up between attempts) because the search stopped: say so,
+      // and keep it out of the breaker's count.
+      const int64_t in = last.reply.tokens_in, out = last.reply.tokens_out;
+      last.reply = CancelledReply();
+      last.reply.tokens_in = in;
+      last.reply.tokens_out = out;
     }
 
     Reply r = std::move(last.reply);
@@ -160,6 +190,9 @@ class WrappedProvider : public Provider {
 };
 
 }  // namespace
+
+void CancelLlmCalls(bool cancel) { g_cancelled.store(cancel, std::memory_order_release); }
+bool LlmCallsCancelled() { return g_cancelled.load(std::memory_order_acquire); }
 
 Result<std::unique_ptr<Provider>> MakeProvider(const ProviderConfig& cfg, std::shared_ptr<HttpTransport> transport,
                                                RetryEnv env) {

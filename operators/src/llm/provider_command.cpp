@@ -165,7 +165,7 @@ ChildResult RunShell(const std::string& command, const std::string& input, doubl
       break;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) break;
+    if (left <= 0 || LlmCallsCancelled()) break;  // timed out, or the search was interrupted
     pollfd fds[3];
     nfds_t n = 0;
     if (in_w.open()) fds[n++] = {in_w.get(), POLLOUT, 0};

@@ -8,7 +8,8 @@
 // - a block may take TILES consecutive tiles, double-buffered: the bulk copy of tile i+1
 //   runs while tile i is reduced and written (fewer, longer-lived blocks);
 // - long rows: a cluster of CS blocks per row (CS the smallest power of two, at most
-//   CLUSTER, whose slices fit in SLICE KiB; more when they cannot), each block stages
+//   CLUSTER, whose slices fit in SLICE KiB; when even CLUSTER blocks cannot, the
+//   slices grow past SLICE), each block stages
 //   one slice; the CS partial sums of squares meet through distributed shared memory
 //   (each block publishes its partial, cluster barrier, lane l of every warp reads rank
 //   l % CS, one fixed butterfly adds them, so every block gets the same bits).
@@ -210,7 +211,7 @@ rmsnorm_bulk(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
   const int c0 = rank * sl;
   const int n = max(0, min(sl, cols - c0));  // this block's columns of each row
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w) | reinterpret_cast<size_t>(y)) & 15) == 0;
-  const bool warp_mode = R >= nw;  // enough rows for every warp: one row per warp at a time
+  const bool warp_mode = cs == 1 && R >= nw;  // enough rows for every warp: one row per warp at a time
   // Two stages (the next tile loads while this one is reduced and written) when they fit
   // in 224 KiB (a block may have 227, static included); the launch's smem follows the same rule.
   const int stages = tt > 1 && 2 * R * sl * KV_SIZEOF_T <= 229376 ? 2 : 1;

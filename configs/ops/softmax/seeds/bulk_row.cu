@@ -8,7 +8,8 @@
 // - a block may take TILES consecutive tiles, double-buffered: the bulk copy of tile i+1
 //   runs while tile i is reduced and written (fewer, longer-lived blocks);
 // - long rows: a cluster of CS blocks per row (CS the smallest power of two, at most
-//   CLUSTER, whose slices fit in SLICE KiB; more when they cannot), each block stages
+//   CLUSTER, whose slices fit in SLICE KiB; when even CLUSTER blocks cannot, the
+//   slices grow past SLICE), each block stages
 //   one slice; the CS partials (max, sum) meet through distributed shared memory.
 // Per row: max from shared memory (packed max.bf16x2 / max.f16x2), then
 // e = 2^(x*log2e - m*log2e) summed (f32 writes e back in place), then the cluster
@@ -276,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 1280 / BLOCK) softmax_bulk(c
   const int c0 = rank * sl;
   const int n = max(0, min(sl, cols - c0));  // this block's columns of each row
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
-  const bool warp_mode = R >= nw;  // enough rows for every warp: one row per warp at a time
+  const bool warp_mode = cs == 1 && R >= nw;  // enough rows for every warp: one row per warp at a time
   // Two stages (the next tile loads while this one is reduced and written) when they fit
   // in 224 KiB (a block may have 227, static included); the launch's smem follows the same rule.
   const int stages = tt > 1 && 2 * R * sl * KV_SIZEOF_T <= 229376 ? 2 : 1;

@@ -83,6 +83,13 @@ class Provider {
   virtual bool broken() const = 0;
 };
 
+// Cancels the LLM calls of this process (Ctrl-C in a search): a call not yet started
+// returns outcome "cancelled" at once; one in progress stops within about a second (an
+// HTTP transfer is aborted, a command's process group killed, a backoff sleep cut
+// short) and returns "cancelled". CancelLlmCalls(false) lifts it (a new search does).
+void CancelLlmCalls(bool cancel = true);
+bool LlmCallsCancelled();
+
 // `transport` may be null for command and replay. The returned provider wraps retries,
 // backoff with jitter (honouring Retry-After), the concurrency limit, token and cost
 // accounting, and the circuit breaker.
