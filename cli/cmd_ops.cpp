@@ -6,6 +6,8 @@
 
 #include "app_context.h"
 #include "commands.h"
+#include "kevolve/core/candidate.h"
+#include "kevolve/core/json_file.h"
 
 namespace fs = std::filesystem;
 
@@ -71,6 +73,24 @@ int Run(const OpsArgs& a) {
     std::printf("  tune:    %s\n  check:   %s\n  heldout: %s\n", Labels(op->tune).c_str(), Labels(op->check).c_str(),
                 Labels(op->heldout).c_str());
     std::printf("  cost:    bytes = %s, flops = %s\n", op->cost_bytes.text().c_str(), op->cost_flops.text().c_str());
+    // The kernel's arguments, in order, and each seed's parameters (the search space).
+    std::string args;
+    for (const auto& b : op->buffers) args += (args.empty() ? "" : ", ") + b.name;
+    for (const auto& s : op->sizes) args += ", int " + s;
+    for (const auto& s : op->scalars) args += std::string(s.type == DType::kF32 ? ", float " : ", int ") + s.name;
+    std::printf("  args:    %s\n", args.c_str());
+    for (const auto& seed : op->seeds) {
+      std::string name = fs::path(seed).filename().string(), params;
+      auto text = ReadTextFile(seed);
+      auto src = text.ok() ? CandidateSource::Parse(*text, name) : Result<CandidateSource>(text.status());
+      if (!src.ok()) {
+        std::printf("  seed:    %s: %s\n", name.c_str(), src.error().c_str());
+        continue;
+      }
+      for (const auto& p : src->params) params += (params.empty() ? "" : " ") + p.name;
+      std::printf("  seed:    %-16s %s (%lld assignments before requires)\n", name.c_str(), params.c_str(),
+                  static_cast<long long>(src->SpaceSize()));
+    }
   }
   if (a.json) std::printf("%s\n", all.dump(2).c_str());
   return bad ? kExitUsage : kExitOk;

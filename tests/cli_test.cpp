@@ -66,6 +66,14 @@ TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {
   CHECK(softmax);
 }
 
+TEST_CASE("kevolve ops OP shows the kernel's arguments and each seed's parameters", "[cli]") {
+  std::string out;
+  REQUIRE(RunCommand(Kevolve("ops layernorm"), &out) == 0);
+  CHECK_THAT(out, Catch::Matchers::Contains("args:    x, w, b, y, int rows, int cols, float eps"));
+  CHECK_THAT(out, Catch::Matchers::Contains("seed:    bulk_row.cu      SLICE CLUSTER ROWS TILES BLOCK STCS (1296 assignments"));
+  CHECK_THAT(out, Catch::Matchers::Contains("seed:    warp_row.cu"));
+}
+
 TEST_CASE("a malformed op spec is reported with file and field", "[cli]") {
   auto root = testing::MakeTempDir("badspec");
   testing::WriteFile(root / "configs/ops/broken/op.json",
