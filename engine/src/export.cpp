@@ -69,23 +69,11 @@ std::string Fmt(const char* f, double v) {
 
 }  // namespace
 
-namespace {
-
-// Writes one survivor's folder (the held-out gate has passed).
-void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o, const db::CandidateRecord& c,
-                   const db::SourceRecord& source, const Assignment& params, const RungResult* corr,
-                   const std::string& folder) {
-  const OpSpec& op = pipeline.op();
-  const db::SourceRecord* src = &source;
-  std::error_code ec;
-  auto timings = store.GetTimings(c.id);
-  fs::path dir = fs::path(o.out_dir) / folder;
-  fs::create_directories(dir, ec);
-  WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params));
-  // Launch description: the expressions and, per tune shape, their values.
-  auto parsed = CandidateSource::Parse(src->text, src->name);
+nlohmann::json LaunchJson(const std::string& text, const std::string& name, const Assignment& params, const OpSpec& op,
+                          DType dtype, const std::string& arch) {
+  auto parsed = CandidateSource::Parse(text, name);
   nlohmann::json launch = {{"entries", nlohmann::json::array()}, {"shapes", nlohmann::json::array()},
-                           {"dtype", DTypeName(pipeline.dtype())}, {"arch", pipeline.arch()}, {"params", params},
+                           {"dtype", DTypeName(dtype)}, {"arch", arch}, {"params", params},
                            {"argument_order", "buffers (as in the op), sizes (int), scalars, scratch buffers"},
                            {"launch_notes",
                             "smem is dynamic shared memory in bytes: above 48 KiB raise the kernel's "
@@ -100,7 +88,7 @@ void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o,
       launch["entries"].push_back(e);
     }
     for (const auto& s : op.tune) {
-      auto lc = ResolveLaunches(*parsed, params, op.MakeEnv(s, pipeline.dtype()));
+      auto lc = ResolveLaunches(*parsed, params, op.MakeEnv(s, dtype));
       if (!lc.ok()) continue;
       nlohmann::json sj = {{"shape", s.label}, {"launches", nlohmann::json::array()}};
       for (const auto& l : *lc) {
@@ -118,7 +106,23 @@ void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o,
   for (const auto& b : op.buffers) iface.push_back({{"name", b.name}, {"role", b.role == BufferRole::kIn ? "in" : "out"}, {"dtype", b.dtype}});
   launch["buffers"] = iface;
   launch["sizes"] = op.sizes;
-  WriteTextFile((dir / "launch.json").string(), launch.dump(2) + "\n");
+  return launch;
+}
+
+namespace {
+
+// Writes one survivor's folder (the held-out gate has passed).
+void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o, const db::CandidateRecord& c,
+                   const db::SourceRecord& source, const Assignment& params, const RungResult* corr,
+                   const std::string& folder) {
+  const OpSpec& op = pipeline.op();
+  const db::SourceRecord* src = &source;
+  std::error_code ec;
+  auto timings = store.GetTimings(c.id);
+  fs::path dir = fs::path(o.out_dir) / folder;
+  fs::create_directories(dir, ec);
+  WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params));
+  WriteTextFile((dir / "launch.json").string(), LaunchJson(src->text, src->name, params, op, pipeline.dtype(), pipeline.arch()).dump(2) + "\n");
   for (const auto& [kind, file] : std::vector<std::pair<std::string, std::string>>{
            {"ptx", "kernel.ptx"}, {"cubin", "kernel.cubin"}, {"sass", "kernel.sass"}}) {
     auto art = store.GetArtifact(c.id, kind);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kevolve/db/store.h"
 #include "kevolve/engine/pipeline.h"
 
@@ -28,6 +30,12 @@ struct ExportOptions {
 // Returns how many survivors were exported. `pipeline` must be for the run's op and
 // dtype and have a GPU executor (the held-out gate runs on the GPU).
 Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions& options);
+
+// launch.json of an exported kernel: the launch expressions (grid, block, smem, cluster),
+// their values at each tune shape, the argument order, scratch buffers and the driver
+// opt-ins a launch needs.
+nlohmann::json LaunchJson(const std::string& text, const std::string& name, const Assignment& params, const OpSpec& op,
+                          DType dtype, const std::string& arch);
 
 // The candidate's source with every parameter fixed: "#define NAME VALUE" lines and
 // single-valued @kevolve param directives, so the file compiles on its own.

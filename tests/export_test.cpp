@@ -1,0 +1,63 @@
+// launch.json of an exported kernel (engine/export.h: LaunchJson), on the CPU: what a
+// user needs to launch the kernel outside kevolve, cluster dimensions included.
+#include <catch2/catch.hpp>
+
+#include "kevolve/core/candidate.h"
+#include "kevolve/core/op_spec.h"
+#include "kevolve/engine/export.h"
+#include "test_util.h"
+
+namespace kevolve {
+namespace {
+
+TEST_CASE("launch.json carries each tune shape's grid, block, smem and cluster", "[engine]") {
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs/ops/softmax").string());
+  REQUIRE(op.ok());
+  const std::string text = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/seeds/bulk_row.cu");
+  auto src = CandidateSource::Parse(text, "bulk_row.cu");
+  REQUIRE(src.ok());
+  const Assignment params = src->DefaultAssignment();  // SLICE 64, CLUSTER 16, ROWS 8, TILES 1, BLOCK 256
+  nlohmann::json j = LaunchJson(text, "bulk_row.cu", params, *op, DType::kF32, "sm_90a");
+  REQUIRE(j["entries"].size() == 1);
+  CHECK(j["entries"][0]["entry"] == "softmax_bulk");
+  CHECK(j["entries"][0].contains("cluster"));  // the expression, for other shapes
+  CHECK(j["arch"] == "sm_90a");
+  CHECK(j["launch_notes"].get<std::string>().find("NON_PORTABLE_CLUSTER_SIZE_ALLOWED") != std::string::npos);
+  REQUIRE(j["shapes"].size() == op->tune.size());
+  bool long_rows = false, short_rows = false;
+  for (const auto& s : j["shapes"]) {
+    const auto& l = s["launches"][0];
+    if (s["shape"] == "256x262144") {
+      // 1 MiB rows in 64 KiB slices: a cluster of 16 per row, 16 blocks per row.
+      long_rows = true;
+      CHECK(l["cluster"] == nlohmann::json::array({16, 1, 1}));
+      CHECK(l["grid"][0] == 256 * 16);
+      CHECK(l["smem"] == 65536);
+    }
+    if (s["shape"] == "65536x256") {
+      // 1 KiB rows: no cluster beyond 1, 8 rows per block.
+      short_rows = true;
+      CHECK(l["cluster"] == nlohmann::json::array({1, 1, 1}));
+      CHECK(l["grid"][0] == 65536 / 8);
+      CHECK(l["smem"] == 8 * 1024);
+    }
+  }
+  CHECK(long_rows);
+  CHECK(short_rows);
+}
+
+TEST_CASE("launch.json has no cluster key for a launch without one", "[engine]") {
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs/ops/softmax").string());
+  REQUIRE(op.ok());
+  const std::string text = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/seeds/warp_row.cu");
+  auto src = CandidateSource::Parse(text, "warp_row.cu");
+  REQUIRE(src.ok());
+  nlohmann::json j = LaunchJson(text, "warp_row.cu", src->DefaultAssignment(), *op, DType::kBF16, "sm_90a");
+  CHECK_FALSE(j["entries"][0].contains("cluster"));
+  REQUIRE(!j["shapes"].empty());
+  CHECK_FALSE(j["shapes"][0]["launches"][0].contains("cluster"));
+  CHECK(j["dtype"] == "bf16");
+}
+
+}  // namespace
+}  // namespace kevolve
