@@ -67,10 +67,11 @@ int Show(const ShowArgs& a) {
   }
   auto timings = (*store)->GetTimings(a.id);
   if (timings.ok() && !timings->empty()) {
-    std::printf("  %-14s %10s %10s %10s %5s %8s\n", "shape", "median_us", "p10_us", "p90_us", "n", "fraction");
+    std::printf("  %-14s %10s %10s %10s %5s %8s  %s\n", "shape", "median_us", "p10_us", "p90_us", "n", "fraction",
+                "occupancy");
     for (const auto& t : *timings)
-      std::printf("  %-14s %10.2f %10.2f %10.2f %5lld %8.3f\n", t.shape.c_str(), t.median_us, t.p10_us, t.p90_us,
-                  static_cast<long long>(t.n), t.fraction);
+      std::printf("  %-14s %10.2f %10.2f %10.2f %5lld %8.3f  %s\n", t.shape.c_str(), t.median_us, t.p10_us, t.p90_us,
+                  static_cast<long long>(t.n), t.fraction, FormatOccupancy(t.protocol).c_str());
   }
   if (a.source && src.ok()) std::printf("\n%s\n", src->text.c_str());
   return kExitOk;

@@ -55,17 +55,7 @@ void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dt
         if (auto it = frac.find(t.shape); it != frac.end())
           line += " frac=" + Num(it->second->fraction, "%.3f") + " roofline_us=" + Num(it->second->roofline_us) + " (" +
                   it->second->bound + ")";
-        if (t.protocol.contains("occupancy") && t.protocol["occupancy"].is_array()) {
-          const auto& occ = t.protocol["occupancy"];
-          for (const auto& o : occ) {  // one entry per launch; named when there are several
-            line += " ";
-            if (occ.size() > 1) line += o.value("entry", std::string("?")) + ":";
-            line += "blocks/SM=" + std::to_string(o.value("blocks_per_sm", 0));
-            if (o.contains("max_active_clusters"))
-              line += " clusters=" + std::to_string(o.value("max_active_clusters", 0)) + "x" +
-                      std::to_string(o.value("cluster_size", 0));
-          }
-        }
+        if (std::string occ = FormatOccupancy(t.protocol); !occ.empty()) line += " " + occ;
         if (t.protocol.contains("cupti_over_events"))
           line += " cupti/events=" + Num(t.protocol["cupti_over_events"].get<double>(), "%.3f");
         std::printf("  %s\n", line.c_str());

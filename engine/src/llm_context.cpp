@@ -55,11 +55,14 @@ std::string RungsText(db::Store& store, int64_t id) {
   }
   auto timings = store.GetTimings(id);
   if (timings.ok() && !timings->empty()) {
-    out << "timings (median us, roofline us, fraction of the roofline):\n";
+    out << "timings (median us, roofline us, fraction of the roofline; occupancy: blocks per SM, and for clusters\n"
+           "how many the device holds at once x their size):\n";
     for (const auto& t : *timings) {
       char b[160];
-      std::snprintf(b, sizeof(b), "  %-14s %10.1f %10.1f %6.3f\n", t.shape.c_str(), t.median_us, t.roofline_us, t.fraction);
+      std::snprintf(b, sizeof(b), "  %-14s %10.1f %10.1f %6.3f", t.shape.c_str(), t.median_us, t.roofline_us, t.fraction);
       out << b;
+      if (std::string occ = FormatOccupancy(t.protocol); !occ.empty()) out << "  " << occ;
+      out << "\n";
     }
   }
   return out.str();

@@ -31,6 +31,21 @@ std::string FormatValue(const nlohmann::json& v) {
 
 }  // namespace
 
+std::string FormatOccupancy(const nlohmann::json& protocol) {
+  if (!protocol.is_object() || !protocol.contains("occupancy") || !protocol["occupancy"].is_array()) return "";
+  const auto& occ = protocol["occupancy"];
+  std::string s;
+  for (const auto& o : occ) {
+    if (!o.is_object()) continue;
+    if (!s.empty()) s += " ";
+    if (occ.size() > 1) s += o.value("entry", std::string("?")) + ":";
+    s += "blocks/SM=" + std::to_string(o.value("blocks_per_sm", 0));
+    if (o.contains("max_active_clusters"))
+      s += " clusters=" + std::to_string(o.value("max_active_clusters", 0)) + "x" + std::to_string(o.value("cluster_size", 0));
+  }
+  return s;
+}
+
 std::string FormatRung(const RungResult& r, bool with_log) {
   std::ostringstream out;
   out << "[" << r.name << "] " << (r.ok ? "ok" : "FAILED");

@@ -29,6 +29,10 @@ const std::vector<std::string>& RungOrder();
 // or "[compile] FAILED ..." followed by the indented log when `with_log`.
 std::string FormatRung(const RungResult& r, bool with_log = true);
 
+// A timing's occupancy (its protocol's "occupancy": one entry per launch), e.g.
+// "blocks/SM=3 clusters=21x16"; entries are named when there are several; "" when none.
+std::string FormatOccupancy(const nlohmann::json& protocol);
+
 // Parses the candidate, checks its names against the op, the assignment (allowed values,
 // requirements), the includes and the size. On success fills *parsed.
 RungResult StaticRung(const OpSpec& op, DType dtype, const std::string& name, const std::string& text,
