@@ -48,6 +48,13 @@ Search::Search(const OpSpec& op, DType dtype, RunConfig config, db::Store* store
   constants_ = {{"sizeof_T", DTypeSize(dtype)}};
 }
 
+Search::~Search() {
+  if (!llm_future_.valid()) return;
+  llm::CancelLlmCalls(true);
+  llm_future_.wait();
+  llm::CancelLlmCalls(false);  // this search's calls are done; lift it for the process
+}
+
 std::shared_ptr<const CandidateSource> Search::Intern(const std::string& name, const std::string& text) {
   auto it = sources_.find(text);
   if (it != sources_.end()) return it->second;

@@ -67,6 +67,11 @@ class Search {
  public:
   Search(const OpSpec& op, DType dtype, RunConfig config, db::Store* store, CandidateEvaluator* evaluator,
          Clock* clock);
+  // LLM calls still in flight (Run returned an error mid-generation) are cancelled and
+  // waited for, about a second, instead of blocking on a slow model.
+  ~Search();
+  Search(const Search&) = delete;
+  Search& operator=(const Search&) = delete;
 
   // Starts a new run (resume_run_id == 0) or continues one. `interrupt` is polled between
   // evaluations (Ctrl-C). `on_generation` receives each report.
