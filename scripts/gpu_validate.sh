@@ -5,7 +5,10 @@
 #   - Ctrl-C (SIGINT) in the middle of a run, then --resume;
 #   - kill -9 in the middle of a run, then --resume (no duplicate rows, nothing lost);
 #   - export --profile;
-#   - on a 2-GPU machine, both GPUs taking evaluations.
+#   - on a 2-GPU machine, both GPUs taking evaluations;
+#   - occupancy in `kevolve eval` and `kevolve show`;
+#   - Ctrl-C while an LLM call hangs (a command provider running `sleep 120`): the run
+#     must stop within seconds, its calls recorded as cancelled.
 # Run from the repository root after `source .gpu/env.sh`. Logs go to $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/kevolve-validate}
@@ -65,3 +68,16 @@ echo "rc=$?"; ls -la "$out"/export/*/ | head -20
 
 echo "== kevolve's median against a plain events loop (do_bench style) for the exported kernel"
 timeout 120 python3 scripts/events_loop.py "$out"/export/*/ 2>&1 | tail -n 12
+
+echo "== occupancy in eval and show (bulk_row at its defaults: clusters of 16 at 256x262144)"
+timeout 120 kevolve eval --op softmax --db "$out/occ.db" configs/ops/softmax/seeds/bulk_row.cu > "$out/occ_eval.log" 2>&1
+echo "eval rc=$?"; grep -E "256x262144|65536x256" "$out/occ_eval.log" | cut -c1-200
+kevolve show 1 --db "$out/occ.db" | grep -E "occupancy|256x262144" | cut -c1-160
+
+echo "== Ctrl-C with an LLM call hanging: the run must stop within seconds (outcome cancelled)"
+printf '{"providers": {"slow": {"kind": "command", "command": "sleep 120", "timeout_s": 600}}}\n' > "$out/slow_llm.json"
+kevolve --op softmax --gens 200 --population 8 --db "$out/cancel.db" --llm-config "$out/slow_llm.json" --no-export > "$out/cancel.log" 2>&1 &
+pid=$!; for i in $(seq 120); do grep -q "gen 2/" "$out/cancel.log" && break; sleep 0.5; done
+t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+echo "rc=$rc (130 expected) $(python3 -c "print(f'{$t1 - $t0:.1f} s after Ctrl-C')")"
+sq "$out/cancel.db" "SELECT operator, outcome, count(*) FROM llm_calls GROUP BY 1, 2;"
