@@ -200,7 +200,7 @@ Handler AddMutateCommand(CLI::App& app) {
   sub->add_option("--llm-config", a->llm_config, "LLM provider configuration (default: configs/llm.json)");
   sub->add_option("--db", a->db, "Database: parent candidates, context index, and where calls are recorded");
   sub->add_option("--context-dir", a->context_dirs, "More folders to index and retrieve snippets from (repeatable)");
-  sub->add_option("--max-cost", a->max_cost, "Stop calling the LLM once this many USD are spent")->check(CLI::Range(0.0, 1e9));
+  sub->add_option("--max-cost", a->max_cost, "Stop calling the LLM once this many USD are spent")->check(CLI::Range(0.0, 1e9).description(""));
   sub->add_option("--repairs", a->repairs, "Compile-error repair turns (default 2)");
   sub->add_option("--max-prompt-chars", a->max_prompt_chars, "Prompt size budget (default 60000)");
   sub->add_option("--arch", a->arch, "Architecture for the compile rung (default: the GPU's own, arch-specific: sm_90a on an H100/H200; else sm_90a)");

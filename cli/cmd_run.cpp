@@ -226,25 +226,25 @@ Handler AddRunOptions(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   app.add_option("--op", a->op, "Op to search kernels for (see 'kevolve ops')");
   app.add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
-  app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62).description(""));
   app.add_option("--time", a->time, "Stop after this long: 90s, 30m, 2h, 1h30m");
   app.add_option("--target", a->target, "Stop once the best fitness (roofline fraction) reaches this");
   app.add_option("--db", a->db, "Candidate database (default: kevolve.db)");
-  app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
-  app.add_option("--population", a->population, "Children per generation (default: configs/run.json)")->check(CLI::Range(1, 1000000));
-  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)")->check(CLI::Range(1, 1000000));
+  app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62).description(""));
+  app.add_option("--population", a->population, "Children per generation, 1 or more (default: configs/run.json)")->check(CLI::Range(1, 1000000).description(""));
+  app.add_option("--islands", a->islands, "Islands (default: configs/run.json)")->check(CLI::Range(1, 1000000).description(""));
   app.add_option("--timer", a->timer, "events or cupti");
   app.add_option("--config", a->config, "Run configuration file (default: configs/run.json)");
   app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
-  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::Range(1, 1000000));
+  app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::Range(1, 1000000).description(""));
   app.add_flag("--no-export", a->no_export, "Do not export the survivors to runs/<id>/best");
   app.add_flag("--per-shape", a->per_shape,
                "Also export the fastest survivor of each tune shape, with dispatch.json (shape -> folder)");
   app.add_option("--llm-config", a->llm_config, "LLM providers (default: configs/llm.json; absent = LLM operators off)");
   app.add_option("--max-cost", a->max_cost, "Stop LLM calls once the run has spent this many USD (kept across --resume)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9).description(""));
   app.add_option("--context-dir", a->context_dirs, "More folders for the LLM prompts' snippets (repeatable)");
-  app.add_option("--llm-in-flight", a->llm_in_flight, "Concurrent LLM calls (default 8)")->check(CLI::Range(1, 256));
+  app.add_option("--llm-in-flight", a->llm_in_flight, "Concurrent LLM calls, 1 to 256 (default 8)")->check(CLI::Range(1, 256).description(""));
   app.add_flag("--profile", a->profile, "Add Nsight Compute reports to the export");
   return [a, &app] { return Run(app, *a); };
 }
