@@ -21,14 +21,18 @@ for stmt in sys.argv[2].split(";"):
     if stmt.strip():
         for row in db.execute(stmt): print("|".join(map(str, row)))' "$@"; }
 nvidia-smi -L
-# `gpu_validate.sh interrupt` runs only the Ctrl-C and kill -9 sections.
-only=${1:-all}
-if [ "$only" = all ]; then
+# Sections run: all by default, or those named (tests llm interrupt kill export occupancy
+# cancel), e.g. `gpu_validate.sh tests occupancy cancel`.
+sections=" ${*:-all} "
+want() { [[ "$sections" == *" all "* || "$sections" == *" $1 "* ]]; }
+if want tests; then
 echo "== [gpu] tests"
 start=$(date +%s)
 timeout 300 kevolve_tests "[gpu]" -d yes > "$out/gpu_tests.log" 2>&1; echo "rc=$? in $(( $(date +%s) - start )) s"
 grep -E "s: planted|s: every GPU|passed|failed" "$out/gpu_tests.log" | tail -8
+fi
 
+if want llm; then
 echo "== LLM operators in the search (replay provider)"
 mkdir -p "$out/replies"
 cat > "$out/replies/r0.txt" <<'R'
@@ -43,14 +47,17 @@ timeout 150 kevolve --op softmax --gens 4 --population 8 --db "$out/llm.db" --ll
   > "$out/llm_run.log" 2>&1; echo "rc=$?"; tail -n 6 "$out/llm_run.log"
 sq "$out/llm.db" "SELECT operator, outcome, count(*), count(candidate_id) FROM llm_calls GROUP BY 1, 2;"
 sq "$out/llm.db" "SELECT operator, status, count(*) FROM candidates GROUP BY 1, 2;"
-
 fi
+
+if want interrupt || want export; then
 echo "== Ctrl-C, then --resume"
 kevolve --op softmax --gens 200 --population 8 --db "$out/int.db" --no-export > "$out/int.log" 2>&1 &
 pid=$!; sleep 12; kill -INT $pid; wait $pid; echo "rc=$? (130 expected)"; tail -n 3 "$out/int.log"
 timeout 150 kevolve --resume 1 --gens 8 --db "$out/int.db" --no-export > "$out/int_resume.log" 2>&1; echo "resume rc=$?"
 tail -n 4 "$out/int_resume.log"
+fi
 
+if want kill; then
 echo "== kill -9, then --resume"
 kevolve --op softmax --gens 200 --population 8 --db "$out/kill.db" --no-export > "$out/kill.log" 2>&1 &
 # Kill in the middle of generation 2 (once generation 1 has reported), not during startup.
@@ -60,20 +67,25 @@ before=$(sq "$out/kill.db" "SELECT count(*) FROM candidates")
 timeout 150 kevolve --resume 1 --gens 8 --db "$out/kill.db" --no-export > "$out/kill_resume.log" 2>&1; echo "resume rc=$?"
 sq "$out/kill.db" "SELECT count(*), count(DISTINCT hash), max(generation) FROM candidates; SELECT generations_done, status FROM runs;"
 echo "candidates before resume: $before"
+fi
 
-[ "$only" = all ] || exit 0
+if want export; then
 echo "== export --profile"
 timeout 150 kevolve export --run 1 --top 1 --profile --out "$out/export" --db "$out/int.db" > "$out/export.log" 2>&1
 echo "rc=$?"; ls -la "$out"/export/*/ | head -20
 
 echo "== kevolve's median against a plain events loop (do_bench style) for the exported kernel"
 timeout 120 python3 scripts/events_loop.py "$out"/export/*/ 2>&1 | tail -n 12
+fi
 
+if want occupancy; then
 echo "== occupancy in eval and show (bulk_row at its defaults: clusters of 16 at 256x262144)"
 timeout 120 kevolve eval --op softmax --db "$out/occ.db" configs/ops/softmax/seeds/bulk_row.cu > "$out/occ_eval.log" 2>&1
 echo "eval rc=$?"; grep -E "256x262144|65536x256" "$out/occ_eval.log" | cut -c1-200
 kevolve show 1 --db "$out/occ.db" | grep -E "occupancy|256x262144" | cut -c1-160
+fi
 
+if want cancel; then
 echo "== Ctrl-C with an LLM call hanging: the run must stop within seconds (outcome cancelled)"
 printf '{"providers": {"slow": {"kind": "command", "command": "sleep 120", "timeout_s": 600}}}\n' > "$out/slow_llm.json"
 kevolve --op softmax --gens 200 --population 8 --db "$out/cancel.db" --llm-config "$out/slow_llm.json" --no-export > "$out/cancel.log" 2>&1 &
@@ -81,3 +93,4 @@ pid=$!; for i in $(seq 120); do grep -q "gen 2/" "$out/cancel.log" && break; sle
 t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
 echo "rc=$rc (130 expected) $(python3 -c "print(f'{$t1 - $t0:.1f} s after Ctrl-C')")"
 sq "$out/cancel.db" "SELECT operator, outcome, count(*) FROM llm_calls GROUP BY 1, 2;"
+fi

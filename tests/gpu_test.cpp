@@ -259,7 +259,7 @@ TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
   }
 }
 
-TEST_CASE("shared memory that differs per shape, and clusters of 16, launch at every shape", "[gpu]") {
+TEST_CASE("shared memory that differs per shape, 48 KiB plus static, and clusters of 16 launch at every shape", "[gpu]") {
   // softmax bulk_row at its defaults: check shape 2x262147 (f32) needs 65552 bytes of
   // dynamic shared memory and a cluster of 16 blocks; the tune shape 256x262144, checked
   // last, needs 65536. The dynamic-smem limit must cover the largest shape, not the last
@@ -275,6 +275,16 @@ TEST_CASE("shared memory that differs per shape, and clusters of 16, launch at e
   INFO(ladder);
   CHECK(ladders[0].ok());
   CHECK(ladders[0].timings.size() == 1);
+  // split_row with CHUNK=48 at check shape 3x98304: exactly 48 KiB of dynamic shared
+  // memory plus a few hundred bytes of static. That sum needs the opt-in as well (without
+  // it the launch failed with CUDA_ERROR_INVALID_VALUE).
+  auto split = Input(testing::SourceRoot() / "configs/ops/softmax/seeds/split_row.cu");
+  split.params["CHUNK"] = 48;
+  ladders = p->Run({split}, nullptr, &tune);
+  ladder.clear();
+  for (const auto& r : ladders[0].rungs) ladder += FormatRung(r, true) + "\n";
+  INFO(ladder);
+  CHECK(ladders[0].ok());
 }
 
 TEST_CASE("planted bad kernels fail at the right rung, and the worker serves the next", "[gpu]") {

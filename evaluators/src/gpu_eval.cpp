@@ -71,8 +71,10 @@ Fault Evaluator::CheckResources(const Loaded& mod, const std::vector<LaunchDesc>
       return {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "resources",
               l.entry + ": " + std::to_string(l.smem) + " bytes of dynamic + " + std::to_string(static_smem) +
                   " bytes of static shared memory exceed the device's " + std::to_string(optin) + " per block"};
+    // Without the opt-in a block may use 48 KiB in all, static included: 48 KiB of dynamic
+    // shared memory plus any static needs the attribute too.
     int64_t& raised = mod.smem_limit[l.entry];
-    if (l.smem > 48 * 1024 && l.smem > raised) {
+    if (l.smem + static_smem > 48 * 1024 && l.smem > raised) {
       CUresult r = d.cuFuncSetAttribute(it->second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         static_cast<int>(l.smem));
       if (r != CUDA_SUCCESS) return {r, "resources", l.entry + ": " + dev_.Check(r, "cuFuncSetAttribute").message()};

@@ -1,0 +1,270 @@
+// rmsnorm seed for long rows without clusters: each row is cut into C chunks (C the
+// number of CHUNK KiB pieces the row needs, at most num_sms), and every (row, chunk) is
+// one block. A block stages its chunk in shared memory with one Hopper bulk copy
+// (cp.async.bulk on an mbarrier) and sums its squares in f32; warp 0 publishes the sum in
+// a scratch buffer, reads the row's C sums until all are in, and adds them in chunk order
+// (every chunk of a row gets the same bits); then the block writes
+// y = x * rsqrt(sum / cols + eps) * w from shared memory, w read with 16-byte loads
+// through the read-only path. x is read from DRAM once and y written once.
+// Why not a cluster: a cluster's blocks must all fit in one GPC at once, and they move
+// in lock step (ncu showed DRAM at 58-66% for the cluster seeds on these rows); here a
+// row's chunks are ordinary blocks, placed wherever a slot is free, and an SM holds
+// several blocks at different stages (loading, waiting, writing).
+// Forward progress: blocks take work items in ticket order (an atomic counter), so a
+// waiting block only ever waits for items that are running or next to be taken; with at
+// least C blocks resident (C <= num_sms guarantees it) the grid cannot deadlock, whatever
+// order the hardware dispatches blocks in.
+// The scratch buffer `sync` holds: [0] the ticket counter, [1] the count of finished
+// blocks, then one counter per row (chunks that have read the row's partials), then,
+// from the next 16-byte boundary, the 64-bit partial slots. The kernel leaves it all zero
+// when it ends (the last block resets the first two, the last reader of a row its counter
+// and slots), so it needs zeroed scratch only once, at allocation.
+// Rows of one chunk (C = 1) skip the scratch: a block per row. softmax's split_row
+// explains the design choices and what was tried.
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
+// ordinary loads and padded with 0; w, b and y are then accessed element by element.
+// @kevolve param   CHUNK   32 16 24 48 64
+// @kevolve param   BLOCK   256 128 512
+// @kevolve param   OCC     1536 2048 1024
+// @kevolve param   STCS    0 1
+// @kevolve entry   rmsnorm_split
+// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))
+// @kevolve block   BLOCK
+// @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
+// @kevolve scratch sync (6 + rows + 2 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+union Vec {
+  uint4 r;
+  unsigned int w[4];
+  float f[4];
+  T v[VEC];
+};
+
+// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
+// shared memory; completion is counted on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// ---- element helpers: 16-bit types stay packed two per word, converted with 32-bit ops ----
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+// Rounds to nearest even, two elements per conversion for 16-bit types.
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// ---- sum over a warp (WARP) or over the block (blockDim.x a multiple of 32); every
+// participating thread gets the same bits ----
+template <bool WARP>
+__device__ __forceinline__ float reduce_sum(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (WARP) return v;
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Group g of a global vector (w or b from this chunk's first column): one 16-byte
+// read-only load when aligned, else the elements below n (zeros past it).
+__device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n, bool al) {
+  Vec u;
+  if (al) {
+    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
+  } else {
+    u.r = make_uint4(0u, 0u, 0u, 0u);
+    for (int k = 0; k < VEC; ++k)
+      if (g * VEC + k < n) u.v[k] = p[g * VEC + k];
+  }
+  return u;
+}
+
+// ---- cross-block signalling through global memory ----
+// A row's partials live in 64-bit slots, each written and read whole (single-copy
+// atomic), so a slot is its own flag: all-zero bits mean "not yet". The second word is
+// stored with its sign bit set (a nonnegative value, or a marker), so no partial has
+// all-zero bits. Publishing is one store, waiting is reading the slots: one round trip
+// to L2 each, where a counter would add two more.
+__device__ __forceinline__ void put_pair(float2* p, float2 v) {
+  const unsigned long long b = (unsigned long long)__float_as_uint(v.y) << 32 | __float_as_uint(v.x);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(b) : "memory");
+}
+__device__ __forceinline__ unsigned long long get_bits(const float2* p) {
+  unsigned long long b;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(b) : "l"(p) : "memory");
+  return b;
+}
+__device__ __forceinline__ float2 as_pair(unsigned long long b) {
+  return make_float2(__uint_as_float((unsigned)b), __uint_as_float((unsigned)(b >> 32)));
+}
+
+// Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps), then scratch (sync).
+extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
+    rmsnorm_split(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int rows, int cols, float eps,
+                  unsigned* __restrict__ sync) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ float red0[32], red1[32], red2[32];
+  __shared__ float fin[2];
+  __shared__ int item_s;
+  T* const st = reinterpret_cast<T*>(dsm);
+  const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int C = gridDim.x / rows;                              // chunks per row
+  const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
+  unsigned* const ctl = sync;                                  // [0] tickets, [1] finished blocks
+  unsigned* const cnt = sync + 2;                              // per row: chunks done reading
+  float2* const part = reinterpret_cast<float2*>(sync + ((2 + rows + 3) & ~3));  // per (row, chunk)
+  unsigned done = 0;  // warp 0, lane 0: how many chunks of this row had read the slots before us
+  int item = blockIdx.x;
+  if (C > 1) {
+    if (tid == 0) item_s = (int)atomicAdd(&ctl[0], 1u);
+    __syncthreads();
+    item = item_s;
+  }
+  const int row = item / C, chunk = item - row * C;
+  const int c0 = chunk * ce;
+  const int n = max(0, min(ce, cols - c0));
+  const int ng = (n + VEC - 1) / VEC;
+  const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w)) & 15) == 0;
+  const T* const xs = x + (size_t)row * cols + c0;
+  T* const ys = y + (size_t)row * cols + c0;
+
+  if (al) {
+    if (tid == 0) {
+      mbar_init(&bar);
+      mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
+      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar);
+    }
+    __syncthreads();
+    mbar_wait(&bar, 0);
+  } else {
+    for (int k = tid; k < ng * VEC; k += BLOCK) st[k] = k < n ? xs[k] : kv::from_float<T>(0.f);
+    __syncthreads();
+  }
+
+  float s = 0.f;
+#pragma unroll 4
+  for (int g = tid; g < ng; g += BLOCK) {
+    float f[VEC];
+    unpack(sv[g], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
+  }
+  const float ss = reduce_sum<false>(s, red0);  // every thread; 0 for an empty chunk
+  if (warp == 0) {
+    float tot = ss;
+    if (C > 1) {
+      float2* const pr = part + (size_t)row * C;
+      if (lane == 0) put_pair(pr + chunk, make_float2(ss, -0.f));
+      tot = 0.f;
+      for (int k = lane; k < C; k += 32) {
+        unsigned long long bits;
+        for (int spins = 0; (bits = get_bits(pr + k)) == 0ull;)
+          if (++spins > 8) __nanosleep(32);
+        const float2 q = as_pair(bits);
+        
+        tot += q.x;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+      if (lane == 0) done = atomicAdd(&cnt[row], 1u);  // read at the end, off the critical path
+    }
+    if (lane == 0) fin[0] = rsqrtf(tot / (float)cols + eps);
+  }
+  __syncthreads();
+  const float rstd = fin[0];
+  const T* const ws_w = w + c0;
+  // y from shared memory.
+#pragma unroll 2
+  for (int g = tid; g < ng; g += BLOCK) {
+    float f[VEC], wf[VEC];
+    unpack(sv[g], f);
+      unpack(load_param(ws_w, g, n, al), wf);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
+    const Vec u = pack(f);
+    if (al) {
+      uint4* q = reinterpret_cast<uint4*>(ys + g * VEC);
+      if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
+      else *q = u.r;
+    } else {
+      for (int k = 0; k < VEC; ++k)
+        if (g * VEC + k < n) ys[g * VEC + k] = u.v[k];
+    }
+  }
+  if (C > 1 && tid == 0) {
+    if (done == (unsigned)C - 1) {  // the row's last reader: clear its slots and counter
+      for (int k = 0; k < C; ++k) put_pair(part + (size_t)row * C + k, make_float2(0.f, 0.f));
+      cnt[row] = 0;
+    }
+    if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
+      ctl[0] = 0;  // every block has taken its ticket: leave the counters as we found them
+      ctl[1] = 0;
+    }
+  }
+}

@@ -1,0 +1,313 @@
+// softmax seed for long rows without clusters: each row is cut into C chunks (C the
+// number of CHUNK KiB pieces the row needs, at most num_sms), and every (row, chunk) is
+// one block. A block stages its chunk in shared memory with one Hopper bulk copy
+// (cp.async.bulk on an mbarrier) and reduces it in one pass to (max, sum of exp): each
+// thread keeps a running pair, rescaling its sum when its max grows. Warp 0 publishes
+// the block's pair in a scratch buffer, reads the row's C pairs until all are in, and
+// combines them (in chunk order, so every chunk of a row gets the same bits); then
+// the block writes y = 2^(x*log2e - M*log2e) / S from shared memory. x is read from DRAM
+// once and y written once; a block syncs twice.
+// Why not a cluster: a cluster's blocks must all fit in one GPC at once, and they move
+// in lock step (ncu showed DRAM at 58-66% for cluster_row/bulk_row on these rows); here
+// a row's chunks are ordinary blocks, placed wherever a slot is free, and an SM holds
+// several blocks at different stages (loading, waiting, writing).
+// Forward progress: blocks take work items in ticket order (an atomic counter), so a
+// waiting block only ever waits for items that are running or next to be taken; with at
+// least C blocks resident (C <= num_sms guarantees it) the grid cannot deadlock, whatever
+// order the hardware dispatches blocks in. (blockIdx order measured 3-4% faster at the
+// longest rows, since no atomic precedes the load, but it deadlocks if the hardware ever
+// dispatches out of order, which CUDA does not promise; not offered.)
+// Tried and measured slower: a persistent grid taking tickets with the next chunk
+// prefetched into a second stage (a chunk taken as "next" is published only after its
+// block's current row completes, which chains the rows: 6x slower); a counter per row
+// instead of self-flagging slots, and two smem passes (max, then sum) instead of one:
+// within 1-2%.
+// The scratch buffer `sync` holds: [0] the ticket counter, [1] the count of finished
+// blocks, then one counter per row (chunks that have read the row's pairs), then, from
+// the next 16-byte boundary, the (max, sum) slots. The kernel leaves it all zero when it
+// ends (the last block resets the first two, the last reader of a row its counter and
+// slots), so it needs zeroed scratch only once, at allocation.
+// Rows of one chunk (C = 1) skip the scratch: a block per row.
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
+// ordinary loads and padded with -inf; the stores are then scalar.
+// @kevolve param   CHUNK   32 16 24 48 64
+// @kevolve param   BLOCK   256 128 512
+// @kevolve param   OCC     2048 1536 1024
+// @kevolve param   STCS    0 1
+// @kevolve entry   softmax_split
+// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))
+// @kevolve block   BLOCK
+// @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
+// @kevolve scratch sync (6 + rows + 2 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+union Vec {
+  uint4 r;
+  unsigned int w[4];
+  float f[4];
+  T v[VEC];
+};
+
+#if defined(KV_DTYPE_F32)
+#define NEG_WORD 0xff800000u
+#elif defined(KV_DTYPE_BF16)
+#define NEG_WORD 0xff80ff80u
+#else
+#define NEG_WORD 0xfc00fc00u
+#endif
+#define LOG2E 1.4426950408889634f
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
+// shared memory; completion is counted on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// ---- element helpers ----
+__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
+#if defined(KV_DTYPE_F32)
+  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+#else
+  unsigned int d;
+#if defined(KV_DTYPE_BF16)
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+#endif
+}
+__device__ __forceinline__ float word_max(unsigned int a) {
+#if defined(KV_DTYPE_F32)
+  return __uint_as_float(a);
+#elif defined(KV_DTYPE_BF16)
+  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
+#else
+  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
+  return fmaxf(p.x, p.y);
+#endif
+}
+__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
+  Vec u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// ---- cross-block signalling through global memory ----
+// A row's pairs live in 64-bit slots, each written and read whole (single-copy atomic), so
+// a slot is its own flag: all-zero bits mean "not yet", and no pair has them (a chunk's
+// sum is >= 1, an empty chunk's pair is (-inf, 0)). Publishing is one store, waiting is
+// reading the slots: one round trip to L2 each, where a counter would add two more.
+__device__ __forceinline__ void put_pair(float2* p, float2 v) {
+  const unsigned long long b = (unsigned long long)__float_as_uint(v.y) << 32 | __float_as_uint(v.x);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(b) : "memory");
+}
+__device__ __forceinline__ unsigned long long get_bits(const float2* p) {
+  unsigned long long b;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(b) : "l"(p) : "memory");
+  return b;
+}
+__device__ __forceinline__ float2 as_pair(unsigned long long b) {
+  return make_float2(__uint_as_float((unsigned)b), __uint_as_float((unsigned)(b >> 32)));
+}
+
+// ---- (max, sum of 2^((x - max) * log2e)) pairs ----
+__device__ __forceinline__ float2 merge(float2 a, float2 b) {
+  const float m = fmaxf(a.x, b.x);
+  if (m == kv::neg_inf()) return make_float2(m, 0.f);  // both empty
+  return make_float2(m, a.y * ex2((a.x - m) * LOG2E) + b.y * ex2((b.x - m) * LOG2E));
+}
+__device__ __forceinline__ float2 warp_merge(float2 p) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    p = merge(p, make_float2(__shfl_xor_sync(0xffffffffu, p.x, o), __shfl_xor_sync(0xffffffffu, p.y, o)));
+  return p;
+}
+
+// Arguments: buffers (x, y), sizes (rows, cols), then scratch (sync).
+extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
+    softmax_split(const T* __restrict__ x, T* __restrict__ y, int rows, int cols, unsigned* __restrict__ sync) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ float2 red[32];
+  __shared__ float fin[2];  // -M * log2e and 1 / S for this row
+  __shared__ int item_s;
+  T* const st = reinterpret_cast<T*>(dsm);
+  const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int C = gridDim.x / rows;                              // chunks per row
+  const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
+  unsigned* const ctl = sync;                                  // [0] tickets, [1] finished blocks
+  unsigned* const cnt = sync + 2;                              // per row: chunks done reading
+  float2* const part = reinterpret_cast<float2*>(sync + ((2 + rows + 3) & ~3));  // per (row, chunk)
+  unsigned done = 0;  // warp 0, lane 0: how many chunks of this row had read the slots before us
+  int item = blockIdx.x;
+  if (C > 1) {
+    if (tid == 0) item_s = (int)atomicAdd(&ctl[0], 1u);
+    __syncthreads();
+    item = item_s;
+  }
+  const int row = item / C, chunk = item - row * C;
+  const int c0 = chunk * ce;
+  const int n = max(0, min(ce, cols - c0));
+  const int ng = (n + VEC - 1) / VEC;
+  const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
+  const T* const xs = x + (size_t)row * cols + c0;
+  T* const ys = y + (size_t)row * cols + c0;
+
+  if (al) {
+    if (tid == 0) {
+      mbar_init(&bar);
+      mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
+      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar);
+    }
+    __syncthreads();
+    mbar_wait(&bar, 0);
+  } else {
+    const T neg = kv::from_float<T>(kv::neg_inf());
+    for (int k = tid; k < ng * VEC; k += BLOCK) st[k] = k < n ? xs[k] : neg;
+    __syncthreads();
+  }
+
+  // One pass: each thread's running (max, sum), then the block's.
+  float2 p = make_float2(kv::neg_inf(), 0.f);
+#pragma unroll 4
+  for (int g = tid; g < ng; g += BLOCK) {
+    const Vec u = sv[g];
+    const float vm = word_max(wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+    if (vm > p.x) {
+      p.y *= ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
+      p.x = vm;
+    }
+    float f[VEC];
+    unpack(u, f);
+    const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) p.y += ex2(fmaf(f[k], LOG2E, nml));
+  }
+  p = warp_merge(p);
+  if (lane == 0) red[warp] = p;
+  __syncthreads();
+  if (warp == 0) {
+    p = lane < BLOCK / 32 ? red[lane] : make_float2(kv::neg_inf(), 0.f);
+    p = warp_merge(p);  // the block's pair, in every lane
+    if (C > 1) {
+      // Publish it; read the row's C slots until all are in, merging in chunk order.
+      float2* const pr = part + (size_t)row * C;
+      if (lane == 0) put_pair(pr + chunk, p);
+      p = make_float2(kv::neg_inf(), 0.f);
+      for (int k = lane; k < C; k += 32) {
+        unsigned long long b;
+        for (int spins = 0; (b = get_bits(pr + k)) == 0ull;)
+          if (++spins > 8) __nanosleep(32);
+        p = merge(p, as_pair(b));
+      }
+      p = warp_merge(p);
+      if (lane == 0) done = atomicAdd(&cnt[row], 1u);  // read at the end, off the critical path
+    }
+    if (lane == 0) {
+      fin[0] = -p.x * LOG2E;
+      fin[1] = rcp(p.y);
+    }
+  }
+  __syncthreads();
+  const float nml = fin[0], inv = fin[1];
+
+  // y = 2^(x*log2e - M*log2e) / S, from shared memory.
+#pragma unroll 4
+  for (int g = tid; g < ng; g += BLOCK) {
+    float f[VEC];
+    unpack(sv[g], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) f[k] = ex2(fmaf(f[k], LOG2E, nml)) * inv;
+    const Vec u = pack(f);
+    if (al) {
+      uint4* q = reinterpret_cast<uint4*>(ys + g * VEC);
+      if (STCS) __stcs(q, u.r);
+      else *q = u.r;
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k)
+        if (g * VEC + k < n) ys[g * VEC + k] = u.v[k];
+    }
+  }
+  if (C > 1 && tid == 0) {
+    if (done == (unsigned)C - 1) {  // the row's last reader: clear its slots and counter
+      for (int k = 0; k < C; ++k) put_pair(part + (size_t)row * C + k, make_float2(0.f, 0.f));
+      cnt[row] = 0;
+    }
+    if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
+      ctl[0] = 0;  // every block has taken its ticket: leave the counters as we found them
+      ctl[1] = 0;
+    }
+  }
+}
