@@ -7,11 +7,14 @@
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
 // w and b are loaded once per warp and tile and used for all ROWS rows.
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
-// Statistics in f32, robust to a large mean: each lane takes the exact two-pass mean and
-// sum of squared deviations of its part of a tile (in registers), then (count, mean, M2)
-// triples are merged with Chan's formula, over tiles and over a warp butterfly. A merge
-// always takes the lower lane first, so both partners get the same bits: deterministic,
-// and every lane of a warp normalises with identical statistics. No E[x^2] - E[x]^2.
+// Statistics in f32, robust to a large mean. A row of one tile (the short rows this seed
+// is for) is exact two-pass over the warp: butterfly sum -> mean, then the butterfly sum
+// of squared deviations; no divisions. Longer rows: each lane takes the exact two-pass
+// mean and sum of squared deviations of its part of a tile (in registers), then
+// (count, mean, M2) triples are merged with Chan's formula, over tiles and over a warp
+// butterfly. A merge always takes the lower lane first, so both partners get the same
+// bits: deterministic, and every lane of a warp normalises with identical statistics.
+// No E[x^2] - E[x]^2.
 // @kevolve param   WARPS  4 2 8 16 1
 // @kevolve param   ROWS   2 1 4 8
 // @kevolve param   VBYTES 16 8 4
@@ -220,33 +223,87 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
   }
 
   Vec v[ROWS][CH];
-  Stats st[ROWS];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) st[r] = Stats{0.f, 0.f, 0.f};
-  for (int t = 0; t < ntiles; ++t) {
-    const int gb = t * 32 * CH + lane;
+  float mean[ROWS], rstd[ROWS];
+  if (ntiles == 1) {
+    // The whole row is in the warp's registers: exact two-pass over the warp, with no
+    // divisions (a Chan merge divides; five levels of them per row made this kernel
+    // instruction-bound at 65536x256): the row sum -> mean = sum / cols, then the sum of
+    // squared deviations -> var. Butterfly sums give every lane the same bits.
+    const float inv = 1.f / (float)cols;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) st[r] = merge(st[r], tile_stats<AL, CH>(v[r], gb, 32, ngroups, cols));
-  }
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1)
+      for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], lane + 32 * c, live[r] && lane + 32 * c < ngroups, cols);
+    float s[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      Stats p;
-      p.n = __shfl_xor_sync(0xffffffffu, st[r].n, o);
-      p.mean = __shfl_xor_sync(0xffffffffu, st[r].mean, o);
-      p.m2 = __shfl_xor_sync(0xffffffffu, st[r].m2, o);
-      st[r] = (lane & o) ? merge(p, st[r]) : merge(st[r], p);
-    }
-  float mean[ROWS], rstd[ROWS];
+      s[r] = 0.f;  // missing elements are zeros: they add nothing
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    mean[r] = st[r].mean;
-    rstd[r] = rsqrtf(st[r].m2 / (float)cols + eps);
+      for (int c = 0; c < CH; ++c) {
+        float f[VEC];
+        unpack(v[r][c], f);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) s[r] += f[k];
+        launder(v[r][c]);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], o);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      mean[r] = s[r] * inv;
+      float q = 0.f;
+#pragma unroll
+      for (int c = 0; c < CH; ++c) {
+        const int g = lane + 32 * c;
+        const int nv = group_count<AL>(g, ngroups, cols);
+        float f[VEC];
+        unpack(v[r][c], f);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float d = f[k] - mean[r];
+          if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
+        }
+        launder(v[r][c]);
+      }
+      s[r] = q;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) s[r] += __shfl_xor_sync(0xffffffffu, s[r], o);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) rstd[r] = rsqrtf(s[r] * inv + eps);
+  } else {
+    Stats st[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) st[r] = Stats{0.f, 0.f, 0.f};
+    for (int t = 0; t < ntiles; ++t) {
+      const int gb = t * 32 * CH + lane;
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) st[r] = merge(st[r], tile_stats<AL, CH>(v[r], gb, 32, ngroups, cols));
+    }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1)
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        Stats p;
+        p.n = __shfl_xor_sync(0xffffffffu, st[r].n, o);
+        p.mean = __shfl_xor_sync(0xffffffffu, st[r].mean, o);
+        p.m2 = __shfl_xor_sync(0xffffffffu, st[r].m2, o);
+        st[r] = (lane & o) ? merge(p, st[r]) : merge(st[r], p);
+      }
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      mean[r] = st[r].mean;
+      rstd[r] = rsqrtf(st[r].m2 / (float)cols + eps);
+    }
   }
 
   for (int t = ntiles - 1; t >= 0; --t) {
