@@ -38,9 +38,11 @@ TEST_CASE("run config: defaults, overrides, durations and operator names", "[cor
 TEST_CASE("op spec: the compute field names a known peak", "[core]") {
   auto dir = testing::MakeTempDir("compute");
   std::string spec = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/op.json");
-  for (const char* f : {"reference.cu", "seeds/warp_row.cu", "seeds/block_row.cu", "seeds/cluster_row.cu",
-                        "seeds/bulk_row.cu"})
-    testing::WriteFile(dir / f, testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax" / f));
+  // The spec's reference and every seed it names, copied next to the edited op.json.
+  const std::filesystem::path src = testing::SourceRoot() / "configs/ops/softmax";
+  testing::WriteFile(dir / "reference.cu", testing::ReadFile(src / "reference.cu"));
+  for (const auto& e : std::filesystem::directory_iterator(src / "seeds"))
+    testing::WriteFile(dir / "seeds" / e.path().filename(), testing::ReadFile(e.path()));
   auto with = [&](const std::string& compute) {
     std::string s = spec;
     s.insert(s.find('{') + 1, "\"compute\": \"" + compute + "\",");
