@@ -22,7 +22,7 @@
 // Rows of one chunk (C = 1) skip the scratch: a block per row. softmax's split_row
 // explains the design choices and what was tried.
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
-// ordinary loads and padded with 0; w, b and y are then accessed element by element.
+// ordinary loads and padded with 0; w and y are then accessed element by element.
 // @kevolve param   CHUNK   32 16 24 48 64
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   OCC     1536 2048 1024
