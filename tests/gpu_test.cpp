@@ -251,6 +251,11 @@ TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
         INFO(name << " " << DTypeName(dt) << " " << l.input.name);
         for (const auto& r : l.rungs) INFO(FormatRung(r));
         CHECK(l.ok());
+        // A seed with `zeroed` scratch (split_row) was also run again without re-zeroing it.
+        bool zeroed = std::any_of(l.parsed.scratch.begin(), l.parsed.scratch.end(), [](const auto& s) { return s.zeroed; });
+        const RungResult* corr = l.Find("correctness");
+        REQUIRE(corr);
+        for (const auto& s : corr->metrics["per_shape"]) CHECK(s.contains("scratch_reuse_diff") == zeroed);
         CHECK(l.timings.size() == tune.size());
         REQUIRE(l.fitness.has_value());
         CHECK(l.fitness->fitness > 0.05);
@@ -301,7 +306,7 @@ TEST_CASE("planted bad kernels fail at the right rung, and the worker serves the
       {"constant.cu", "correctness", "mismatch"},        {"stale.cu", "correctness", "mismatch"},
       {"input_write.cu", "correctness", "input_written"}, {"infinite_loop.cu", "launch", "timeout"},
       {"illegal_address.cu", "launch", "illegal_address"}, {"race.cu", "correctness", "nondeterministic"},
-      {"too_many_threads.cu", "launch", "resources"},
+      {"too_many_threads.cu", "launch", "resources"},     {"dirty_scratch.cu", "correctness", "scratch_not_reset"},
   };
   for (const auto& c : cases) {
     auto ladders = p->Run({Input(testing::SourceRoot() / "tests/kernels" / c.file), good});
@@ -316,6 +321,7 @@ TEST_CASE("planted bad kernels fail at the right rung, and the worker serves the
     REQUIRE(failed);
     CHECK(failed->name == c.rung);
     CHECK(failed->reason == c.reason);
+    if (failed->reason == "scratch_not_reset") CHECK(failed->metrics.value("scratch_reuse_diff", int64_t{0}) > 0);
     INFO("the next candidate on the same pool");
     CHECK(ladders[1].ok());
   }

@@ -1,4 +1,5 @@
 // Launch and correctness rungs on the worker's GPU.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -200,19 +201,27 @@ Fault Evaluator::CheckShape(const EvalRequest& req, size_t si, const Loaded& can
 
   DType out_type = DType::kF32;
   std::vector<std::string> first_outputs;  // draw 0's outputs, for the determinism repeat
-  int64_t guard_hits = 0, inputs_written = 0, nondet = 0;
+  int64_t guard_hits = 0, inputs_written = 0, nondet = 0, reuse_diff = 0;
   double worst_ref_ms = 0;
   nlohmann::json draws = nlohmann::json::array();
-  for (int draw = 0; draw <= req.draws; ++draw) {
+  // With `zeroed` scratch, one more run after the repeat: the repeat's inputs (draw 0's,
+  // still in place) and its scratch as the repeat left it. The scratch is zeroed once, at
+  // allocation, by a caller; the kernel must leave it ready for its next launch.
+  const bool any_zeroed =
+      std::any_of(shape.scratch.begin(), shape.scratch.end(), [](const ScratchDesc& s) { return s.zeroed; });
+  const int last = req.draws + (any_zeroed ? 1 : 0);
+  std::vector<uint64_t> input_hash(req.buffers.size(), 0);  // kept from the repeat for the reuse run
+  std::vector<std::string> host(req.buffers.size());
+  for (int draw = 0; draw <= last; ++draw) {
     bool repeat = draw == req.draws;  // identical inputs to draw 0
+    bool reuse = draw > req.draws;    // no refill, no scratch reset
     uint64_t seed = Mix(req.seed ^ Mix(si * 1000003ull + (repeat ? 0 : draw)));
     std::mt19937_64 rng(seed);
-    std::vector<uint64_t> input_hash(req.buffers.size(), 0);
     for (size_t b = 0; b < req.buffers.size(); ++b) {
       const BufferDesc& bd = req.buffers[b];
       size_t bytes = static_cast<size_t>(shape.elements[b]) * DTypeSize(BufType(bd));
       d.cuMemsetD8Async(cand_ptrs[b] + bytes, kGuardByte, kGuardBytes, st);
-      if (bd.output) continue;
+      if (bd.output || reuse) continue;
       double scale = std::uniform_real_distribution<double>(bd.scale_lo, std::max(bd.scale_lo, bd.scale_hi))(rng);
       double offset = std::uniform_real_distribution<double>(bd.offset_lo, std::max(bd.offset_lo, bd.offset_hi))(rng);
       if (Status s = harness_.Fill(cand_ptrs[b], shape.elements[b], BufType(bd), Mix(seed + b), bd.dist == "normal",
@@ -221,20 +230,22 @@ Fault Evaluator::CheckShape(const EvalRequest& req, size_t si, const Loaded& can
         return fail("crashed", s.message());
     }
     for (size_t k = 0; k < scratch.size(); ++k) {
-      d.cuMemsetD8Async(scratch_ptrs[k], shape.scratch[k].zeroed ? 0 : kPoisonByte, shape.scratch[k].bytes, st);
+      // The guard zone lies past the scratch's bytes: re-arming it leaves them as they are.
+      if (!reuse) d.cuMemsetD8Async(scratch_ptrs[k], shape.scratch[k].zeroed ? 0 : kPoisonByte, shape.scratch[k].bytes, st);
       d.cuMemsetD8Async(scratch_ptrs[k] + shape.scratch[k].bytes, kGuardByte, kGuardBytes, st);
     }
-    // Input hashes before anything runs on them.
-    std::vector<std::string> host(req.buffers.size());
+    // Input hashes before anything runs on them (the reuse run's inputs are the repeat's,
+    // checked unchanged after it, so it keeps the repeat's hashes).
     if (Status s = dev_.Check(d.cuStreamSynchronize(st), "cuStreamSynchronize"); !s.ok()) return fail("crashed", s.message());
-    for (size_t b = 0; b < req.buffers.size(); ++b) {
+    for (size_t b = 0; b < req.buffers.size() && !reuse; ++b) {
       if (req.buffers[b].output) continue;
       host[b].resize(static_cast<size_t>(shape.elements[b]) * DTypeSize(BufType(req.buffers[b])));
       d.cuMemcpyDtoH(host[b].data(), cand_ptrs[b], host[b].size());
       input_hash[b] = HashBytes(host[b].data(), host[b].size());
     }
-    // The reference on the same inputs (not for the repeat: its outputs are not compared).
-    if (!repeat) {
+    // The reference on the same inputs (not for the repeat or the reuse run: their
+    // outputs are compared with draw 0's).
+    if (!repeat && !reuse) {
       double ms = 0;
       Fault rf = RunSequence(ref, shape.ref_launches, ref_args, std::max(req.launch_timeout_ms, 60000.0), &ms);
       if (!rf.ok()) {
@@ -253,11 +264,11 @@ Fault Evaluator::CheckShape(const EvalRequest& req, size_t si, const Loaded& can
     double limit = std::max(req.launch_timeout_ms, req.timeout_factor * worst_ref_ms);
     Fault f = RunSequence(cand, shape.launches, cand_args, limit, nullptr);
     if (!f.ok()) {
-      f.log = shape.label + ": " + f.log;
+      f.log = shape.label + (reuse ? " (run again without re-zeroing its `zeroed` scratch): " : ": ") + f.log;
       return f;
     }
     // Judge: guards, inputs unchanged, outputs against the reference.
-    nlohmann::json dj = {{"draw", repeat ? "repeat" : std::to_string(draw)}};
+    nlohmann::json dj = {{"draw", reuse ? "scratch_reuse" : repeat ? "repeat" : std::to_string(draw)}};
     std::string guard(kGuardBytes, '\0');
     auto check_guard = [&](CUdeviceptr end) {
       d.cuMemcpyDtoH(guard.data(), end, kGuardBytes);
@@ -282,6 +293,18 @@ Fault Evaluator::CheckShape(const EvalRequest& req, size_t si, const Loaded& can
       if (repeat) {
         nondet += CountDifferentElements(out.data(), first_outputs[out_index].data(), static_cast<int64_t>(n),
                                          DTypeSize(out_type));
+      } else if (reuse) {
+        // Bit for bit against draw 0; an op allowed to vary between runs is held to its
+        // tolerance around draw 0 instead (elements outside it, unwritten or non-finite).
+        if (req.deterministic) {
+          reuse_diff += CountDifferentElements(out.data(), first_outputs[out_index].data(), static_cast<int64_t>(n),
+                                               DTypeSize(out_type));
+        } else {
+          std::vector<double> first(n);
+          for (size_t i = 0; i < n; ++i)
+            first[i] = LoadAsDouble(first_outputs[out_index].data() + i * DTypeSize(out_type), out_type);
+          reuse_diff += CompareOutputs(out.data(), out_type, first.data(), static_cast<int64_t>(n), req.tolerance).mismatches;
+        }
       } else {
         std::vector<double> r(n);
         d.cuMemcpyDtoH(r.data(), ref_ptrs[b], n * sizeof(double));
@@ -303,6 +326,7 @@ Fault Evaluator::CheckShape(const EvalRequest& req, size_t si, const Loaded& can
   (*shape_json)["guard_violations"] = guard_hits;
   (*shape_json)["inputs_written"] = inputs_written;
   (*shape_json)["nondeterministic"] = nondet;
+  if (any_zeroed) (*shape_json)["scratch_reuse_diff"] = reuse_diff;
   (*shape_json)["draws"] = draws;
   (*shape_json)["ref_ms"] = worst_ref_ms;
   return {};
@@ -349,8 +373,8 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
   auto tc = std::chrono::steady_clock::now();
   CompareMetrics total;
   nlohmann::json shapes = nlohmann::json::array();
-  int64_t guard = 0, written = 0, nondet = 0;
-  std::string first_bad;
+  int64_t guard = 0, written = 0, nondet = 0, reuse_diff = 0;
+  std::string first_bad, first_reuse_bad;
   for (size_t si = 0; si < req.check.size(); ++si) {
     nlohmann::json sj = nlohmann::json::object();
     double ref_ms = 0;
@@ -363,6 +387,9 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
     guard += sj["guard_violations"].get<int64_t>();
     written += sj["inputs_written"].get<int64_t>();
     nondet += sj["nondeterministic"].get<int64_t>();
+    int64_t rd = sj.value("scratch_reuse_diff", int64_t{0});
+    if (rd > 0 && first_reuse_bad.empty()) first_reuse_bad = req.check[si].label;
+    reuse_diff += rd;
     if (!m.pass && first_bad.empty()) first_bad = req.check[si].label;
     sj["metrics"] = m.ToJson();
     shapes.push_back(sj);
@@ -399,6 +426,7 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
                   {"guard_violations", guard},
                   {"inputs_written", written},
                   {"nondeterministic", nondet},
+                  {"scratch_reuse_diff", reuse_diff},
                   {"per_shape", shapes}};
   corr.ok = true;
   auto bad = [&](const std::string& reason, const std::string& log) {
@@ -416,6 +444,10 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
     if (req.deterministic) bad("nondeterministic", std::to_string(nondet) + " output elements differ bit for bit between two runs on identical inputs");
     else corr.log += (corr.log.empty() ? "" : "\n") + std::string("note: output is not bitwise reproducible");
   }
+  if (reuse_diff > 0)
+    bad("scratch_not_reset", std::to_string(reuse_diff) + " output elements differ when the launch sequence runs again without "
+                             "re-zeroing its `zeroed` scratch (first such shape " + first_reuse_bad +
+                             "): the kernel must leave that scratch ready for the next launch (zero, or a state it handles)");
   if (total.mismatches > req.tolerance.max_mismatch || total.cossim < req.tolerance.min_cossim)
     bad("mismatch", std::to_string(total.mismatches) + " elements outside atol + rtol*|ref| (first failing shape " +
                         first_bad + "), cossim " + std::to_string(total.cossim));

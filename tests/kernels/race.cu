@@ -1,6 +1,8 @@
 // Planted bad kernel: row sums accumulated by float atomics from many blocks, whose
 // order varies from run to run, so the output is not bitwise reproducible.
 // Expected: correctness fails with reason nondeterministic (the values are within tolerance).
+// rowsum is also never cleared, so the run without re-zeroing it differs as well
+// (scratch_not_reset, in the log): the nondeterminism is reported first.
 // @kevolve param SPLIT 16
 // @kevolve scratch rowmax rows * 4
 // @kevolve scratch rowsum rows * 4 zeroed

@@ -9,11 +9,12 @@
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
 // WREG=1 loads w and b for the register tile before the reduction instead of after it.
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
-// Statistics in f32, robust to a large mean: each thread takes the exact two-pass mean
-// and sum of squared deviations of its part of a tile (in registers); (count, mean, M2)
-// triples are merged with Chan's formula over tiles, warps (butterfly, lower lane
-// first) and the block's warps in order: deterministic, and every thread normalises
-// with identical statistics. No E[x^2] - E[x]^2.
+// Statistics in f32, robust to a large mean, deterministic, and identical in every
+// thread; no E[x^2] - E[x]^2. A row that fits one tile takes the exact two-pass over the
+// block from registers (block sums of x, then of (x - mean)^2). A longer row: each thread
+// takes the exact two-pass mean and sum of squared deviations of its part of a tile;
+// (count, mean, M2) triples are merged with Chan's formula over tiles, warps (butterfly,
+// lower lane first) and the block's warps in order.
 // @kevolve param   BLOCK  1024 512 256 128
 // @kevolve param   VBYTES 16 8 4
 // @kevolve param   CHUNKS 8 4 16 2
@@ -136,6 +137,7 @@ struct Stats {
 
 // Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part first.
 __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
+  if (a.n == 0.f) return b;  // also keeps d * d * a.n from inf * 0 when |mean| > 1.8e19
   const float n = a.n + b.n;
   if (n == 0.f) return a;
   const float f = b.n / n;
@@ -216,6 +218,20 @@ __device__ __forceinline__ Stats block_merge(Stats s) {
   return s;
 }
 
+// A float sum over the block: a butterfly in each warp, then every thread adds the warps'
+// sums in warp order, so every thread gets the same bits. `red` holds BLOCK / 32 floats
+// and must not be reused before another __syncthreads.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float s = 0.f;
+  const int nw = blockDim.x / 32;
+  for (int i = 0; i < nw; ++i) s += red[i];
+  return s;
+}
+
 template <bool AL, int CH>
 __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
                                           T* __restrict__ yr, int cols, float eps) {
@@ -241,11 +257,45 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
       }
     }
 #endif
-    st = merge(st, tile_stats<AL, CH>(v, gb, nt, ngroups, cols));
+    if (ntiles > 1) st = merge(st, tile_stats<AL, CH>(v, gb, nt, ngroups, cols));
   }
-  st = block_merge(st);
-  const float mean = st.mean;
-  const float rstd = rsqrtf(st.m2 / (float)cols + eps);
+  float mean, rstd;
+  if (ntiles == 1) {
+    // The row is in registers: the exact two-pass over the block, with float sums and no
+    // divisions (each Chan merge divides, and block_merge chains one per warp: about a
+    // thousand cycles of latency per row at 512 threads). The row sum gives the mean;
+    // the sum of squared deviations from it gives the variance.
+    __shared__ float red0[BLOCK / 32], red1[BLOCK / 32];
+    const int gb = tid;
+    float sum = 0.f;  // missing elements are zeros: they add nothing
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      float f[VEC];
+      unpack(v[c], f);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sum += f[k];
+      launder(v[c]);
+    }
+    mean = block_sum(sum, red0) * (1.f / (float)cols);
+    float q = 0.f;
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      const int nv = group_count<AL>(gb + c * nt, ngroups, cols);
+      float f[VEC];
+      unpack(v[c], f);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float d = f[k] - mean;
+        if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
+      }
+      launder(v[c]);
+    }
+    rstd = rsqrtf(block_sum(q, red1) * (1.f / (float)cols) + eps);
+  } else {
+    st = block_merge(st);
+    mean = st.mean;
+    rstd = rsqrtf(st.m2 / (float)cols + eps);
+  }
 
   for (int t = ntiles - 1; t >= 0; --t) {
     const int gb = t * tile + tid;

@@ -16,11 +16,14 @@
 // waiting block only ever waits for items that are running or next to be taken; with at
 // least C blocks resident (C <= num_sms guarantees it) the grid cannot deadlock, whatever
 // order the hardware dispatches blocks in.
-// The scratch buffer `sync` holds: [0] the ticket counter, [1] the count of finished
-// blocks, then one counter per row (chunks that have read the row's partials), then,
-// from the next 16-byte boundary, the 64-bit partial slots. The kernel leaves it all zero
-// when it ends (the last block resets the first two, the last reader of a row its counter
-// and slots), so it needs zeroed scratch only once, at allocation.
+// The scratch buffer `sync` holds a 64-bit ticket counter, then two banks of 64-bit
+// (row, chunk) slots. Tickets are never reset: ticket t is item t % G (G blocks) of launch
+// e = t / G, and launch e uses bank e & 1. A block zeroes its own slot in the other bank
+// when it publishes, so the next launch finds that bank all zero. The scratch therefore
+// needs zeroing once, at allocation (one buffer per shape), and nothing is reset at the
+// end, so no reset has to be ordered after other blocks' slot reads. (An earlier version
+// counted readers per row and had the last one clear the slots; ordering that count after
+// the reads with an acq_rel atomic cost 8-11% at the long rows.)
 // Rows of one chunk (C = 1) skip the scratch: a block per row. softmax's split_row
 // explains the design choices and what was tried.
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
@@ -33,7 +36,7 @@
 // @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))
 // @kevolve block   BLOCK
 // @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
-// @kevolve scratch sync (6 + rows + 2 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
+// @kevolve scratch sync (4 + 4 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
 union Vec {
   uint4 r;
@@ -161,6 +164,7 @@ struct Stats {
 // Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part
 // first. Empty parts (n == 0) leave the other unchanged and never divide by zero.
 __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
+  if (a.n == 0.f) return b;  // also keeps d * d * a.n from inf * 0 when |mean| > 1.8e19
   const float n = a.n + b.n;
   if (n == 0.f) return a;
   const float f = b.n / n;
@@ -213,21 +217,27 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   __shared__ __align__(8) unsigned long long bar;
   __shared__ float red0[32], red1[32], red2[32];
   __shared__ float fin[2];
-  __shared__ int item_s;
+  __shared__ int item_s, bank_s;
   T* const st = reinterpret_cast<T*>(dsm);
   const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int C = gridDim.x / rows;                              // chunks per row
   const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
-  unsigned* const ctl = sync;                                  // [0] tickets, [1] finished blocks
-  unsigned* const cnt = sync + 2;                              // per row: chunks done reading
-  float2* const part = reinterpret_cast<float2*>(sync + ((2 + rows + 3) & ~3));  // per (row, chunk)
-  unsigned done = 0;  // warp 0, lane 0: how many chunks of this row had read the slots before us
+  float2* part = reinterpret_cast<float2*>(sync + 4);  // bank 0 of [rows][C], then bank 1
+  float2* other = part + (size_t)rows * C;
   int item = blockIdx.x;
   if (C > 1) {
-    if (tid == 0) item_s = (int)atomicAdd(&ctl[0], 1u);
+    if (tid == 0) {
+      const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
+      item_s = (int)(t % gridDim.x);
+      bank_s = (int)(t / gridDim.x) & 1;
+    }
     __syncthreads();
     item = item_s;
+    if (bank_s) {
+      other = part;
+      part += (size_t)rows * C;
+    }
   }
   const int row = item / C, chunk = item - row * C;
   const int c0 = chunk * ce;
@@ -286,7 +296,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     Stats acc = mine;
     if (C > 1) {
       float2* const pr = part + (size_t)row * C;
-      if (lane == 0) put_pair(pr + chunk, make_float2(mine.mean, -mine.m2 - 0.f));
+      if (lane == 0) {
+        put_pair(pr + chunk, make_float2(mine.mean, -mine.m2 - 0.f));
+        put_pair(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
+      }
       acc = Stats{0.f, 0.f, 0.f};
       for (int k = lane; k < C; k += 32) {
         unsigned long long bits;
@@ -303,7 +316,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
         r.m2 = __shfl_xor_sync(0xffffffffu, acc.m2, o);
         acc = (lane & o) ? merge(r, acc) : merge(acc, r);  // lower lanes (earlier chunks) first
       }
-      if (lane == 0) done = atomicAdd(&cnt[row], 1u);  // read at the end, off the critical path
     }
     if (lane == 0) {
       fin[0] = acc.mean;
@@ -331,16 +343,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     } else {
       for (int k = 0; k < VEC; ++k)
         if (g * VEC + k < n) ys[g * VEC + k] = u.v[k];
-    }
-  }
-  if (C > 1 && tid == 0) {
-    if (done == (unsigned)C - 1) {  // the row's last reader: clear its slots and counter
-      for (int k = 0; k < C; ++k) put_pair(part + (size_t)row * C + k, make_float2(0.f, 0.f));
-      cnt[row] = 0;
-    }
-    if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
-      ctl[0] = 0;  // every block has taken its ticket: leave the counters as we found them
-      ctl[1] = 0;
     }
   }
 }

@@ -136,6 +136,7 @@ struct Stats {
 
 // Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part first.
 __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
+  if (a.n == 0.f) return b;  // also keeps d * d * a.n from inf * 0 when |mean| > 1.8e19
   const float n = a.n + b.n;
   if (n == 0.f) return a;
   const float f = b.n / n;

@@ -39,7 +39,7 @@ struct LaunchSpec {
 struct ScratchSpec {
   std::string name;
   Expr bytes;
-  bool zeroed = false;          // memset to 0 before each launch sequence
+  bool zeroed = false;          // memset to 0 once, at allocation; the kernel leaves it reusable
   int line = 0;
 };
 
