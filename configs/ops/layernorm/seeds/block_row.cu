@@ -163,22 +163,25 @@ __device__ __forceinline__ Stats warp_merge(Stats s) {
   return s;
 }
 
-// Statistics of one thread's part of a tile (chunk c is group gb + c * stride), exact
-// two-pass in registers: the mean of the part, then squared deviations from it.
-template <bool AL, int CH>
-__device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
-  int cnt = 0;
-  float s = 0.f;  // missing elements are zeros: they add nothing
+// The sum of one thread's part of a tile (missing elements are zeros: they add nothing).
+template <int CH>
+__device__ __forceinline__ float part_sum(Vec (&v)[CH]) {
+  float s = 0.f;
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
-    cnt += group_count<AL>(gb + c * stride, g1, cols);
     float f[VEC];
     unpack(v[c], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) s += f[k];
     launder(v[c]);
   }
-  const float mean = cnt > 0 ? s / (float)cnt : 0.f;
+  return s;
+}
+
+// The sum of squared deviations from `mean` of one thread's part of a tile (chunk c is
+// group gb + c * stride), over the elements that exist.
+template <bool AL, int CH>
+__device__ __forceinline__ float part_sq_dev(Vec (&v)[CH], int gb, int stride, int g1, int cols, float mean) {
   float q = 0.f;
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
@@ -192,7 +195,19 @@ __device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, in
     }
     launder(v[c]);
   }
-  return Stats{(float)cnt, mean, q};
+  return q;
+}
+
+// Statistics of one thread's part of a tile, exact two-pass in registers: the mean of
+// the part, then squared deviations from it.
+template <bool AL, int CH>
+__device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
+  int cnt = 0;
+#pragma unroll
+  for (int c = 0; c < CH; ++c) cnt += group_count<AL>(gb + c * stride, g1, cols);
+  const float s = part_sum<CH>(v);
+  const float mean = cnt > 0 ? s / (float)cnt : 0.f;
+  return Stats{(float)cnt, mean, part_sq_dev<AL, CH>(v, gb, stride, g1, cols, mean)};
 }
 
 // y = (x - mean) * rstd * w + b for one group.
@@ -266,31 +281,8 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
     // thousand cycles of latency per row at 512 threads). The row sum gives the mean;
     // the sum of squared deviations from it gives the variance.
     __shared__ float red0[BLOCK / 32], red1[BLOCK / 32];
-    const int gb = tid;
-    float sum = 0.f;  // missing elements are zeros: they add nothing
-#pragma unroll
-    for (int c = 0; c < CH; ++c) {
-      float f[VEC];
-      unpack(v[c], f);
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) sum += f[k];
-      launder(v[c]);
-    }
-    mean = block_sum(sum, red0) * (1.f / (float)cols);
-    float q = 0.f;
-#pragma unroll
-    for (int c = 0; c < CH; ++c) {
-      const int nv = group_count<AL>(gb + c * nt, ngroups, cols);
-      float f[VEC];
-      unpack(v[c], f);
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const float d = f[k] - mean;
-        if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
-      }
-      launder(v[c]);
-    }
-    rstd = rsqrtf(block_sum(q, red1) * (1.f / (float)cols) + eps);
+    mean = block_sum(part_sum<CH>(v), red0) * (1.f / (float)cols);
+    rstd = rsqrtf(block_sum(part_sq_dev<AL, CH>(v, tid, nt, ngroups, cols, mean), red1) * (1.f / (float)cols) + eps);
   } else {
     st = block_merge(st);
     mean = st.mean;
