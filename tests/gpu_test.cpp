@@ -307,6 +307,7 @@ TEST_CASE("planted bad kernels fail at the right rung, and the worker serves the
       {"input_write.cu", "correctness", "input_written"}, {"infinite_loop.cu", "launch", "timeout"},
       {"illegal_address.cu", "launch", "illegal_address"}, {"race.cu", "correctness", "nondeterministic"},
       {"too_many_threads.cu", "launch", "resources"},     {"dirty_scratch.cu", "correctness", "scratch_not_reset"},
+      {"stale_bank.cu", "correctness", "scratch_not_reset"},
   };
   for (const auto& c : cases) {
     auto ladders = p->Run({Input(testing::SourceRoot() / "tests/kernels" / c.file), good});

@@ -116,7 +116,7 @@ std::string SystemPrompt(bool diff) {
 - Directives in `//` comments declare parameters and launches. Each parameter reaches the code as a macro (-D NAME=value):
     // @kevolve param   BLOCK 256 128 512        (allowed values; the first is the default; lo..hi ranges allowed)
     // @kevolve require VEC * sizeof_T <= 16     (assignments where the expression is 0 are invalid)
-    // @kevolve scratch partial rows * 8 zeroed  (a device buffer of that many bytes; "zeroed" clears it first, otherwise it holds garbage)
+    // @kevolve scratch partial rows * 8 zeroed  (a device buffer of that many bytes; "zeroed" zeroes it once, at allocation: leave it ready for the next launch, or the candidate fails scratch_not_reset; otherwise it holds garbage)
     // @kevolve launch  my_kernel grid=ceil_div(rows, 4) block=BLOCK smem=0   (smem: dynamic shared bytes; cluster=2,1,1 optional)
   or the same launch spread over lines: `// @kevolve entry my_kernel`, then `// @kevolve grid ...`, `// @kevolve block ...`, `// @kevolve smem ...`, `// @kevolve cluster ...`. grid, block and cluster take up to 3 comma-separated dimensions. Several launches run in file order as one sequence.
 - Directive expressions are 64-bit integer arithmetic (+ - * / %, comparisons, && || !, ?:) with ceil_div, min, max, align_up, log2, pow2_ceil, over the op's sizes, the parameters, sizeof_T and num_sms. Any other name is an error.

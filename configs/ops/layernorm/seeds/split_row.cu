@@ -164,7 +164,10 @@ struct Stats {
 // Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part
 // first. Empty parts (n == 0) leave the other unchanged and never divide by zero.
 __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
-  if (a.n == 0.f) return b;  // also keeps d * d * a.n from inf * 0 when |mean| > 1.8e19
+  // An empty side leaves the other unchanged; this also keeps d * d * a.n * f from
+  // inf * 0 when |mean| > 1.8e19.
+  if (a.n == 0.f) return b;
+  if (b.n == 0.f) return a;
   const float n = a.n + b.n;
   if (n == 0.f) return a;
   const float f = b.n / n;
