@@ -104,6 +104,10 @@ def targets(latest, matmul):
             # Truncated, not rounded: 89.99% must not print as 90.0% in a list of misses.
             out.append("  Below 90%: " + "; ".join(f"{r['op']} {r['dtype']} {r['shape']} {math.floor(1000 * r['frac']) / 10:.1f}%"
                                                    for r in miss) + ".")
+        smiss = sorted((r for r in same if r["sfrac"] < 0.9), key=lambda r: (shape_key((r["shape"], 0)), r["op"], r["dtype"]))
+        if smiss:
+            out.append("  Below 90% of a same-size copy: " + "; ".join(
+                f"{r['op']} {r['dtype']} {r['shape']} {math.floor(1000 * r['sfrac']) / 10:.1f}%" for r in smiss) + ".")
     for dt, gm in sorted(matmul.items()):
         out.append(f"- matmul {dt}: {fmt(gm and 100 * gm, '%.1f%%')} of cuBLAS throughput (geometric mean).")
     return out + [""]
