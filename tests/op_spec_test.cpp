@@ -145,7 +145,8 @@ TEST_CASE("OpSpec: the shipped softmax spec loads", "[core]") {
   CHECK(op.tune[0].sizes == Env{{"rows", 4096}, {"cols", 1024}});
   CHECK(op.tune[1].label == "16384x4096");
   CHECK(op.tune[8].label == "256x262144");
-  CHECK(op.check.size() == 9);
+  CHECK(op.check.size() == 10);
+  CHECK(op.check[9].label == "150x65536");  // split_row's LAG interleaving
   CHECK(op.check[0].label == "1x1");
   CHECK(op.heldout.size() == 5);
   CHECK(op.heldout[0].label == "33x12345");

@@ -22,6 +22,9 @@
 // end, so no reset has to be ordered after other blocks' slot reads. (An earlier version
 // counted readers per row and had the last one clear the slots; ordering that count after
 // the reads with an acq_rel atomic cost 8-11% at the long rows.)
+// LAG (MiB; 0 = off), as in softmax's split_row: rows of 4 chunks or more get a
+// statistics item per chunk that publishes and exits, and a write item about LAG MiB later
+// in ticket order that re-reads the chunk from L2 (kept there with evict_last) and writes.
 // Rows of one chunk (C = 1) skip the scratch: a block per row. softmax's split_row
 // explains the design choices and what was tried.
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
@@ -30,8 +33,9 @@
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   OCC     1536 2048 1024
 // @kevolve param   STCS    0 1
+// @kevolve param   LAG     12 0 8 16
 // @kevolve entry   rmsnorm_split
-// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))
+// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024) >= 4 ? 2 : 1)
 // @kevolve block   BLOCK
 // @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
 // @kevolve scratch sync (4 + 4 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
@@ -66,12 +70,26 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
 }
 // Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
 // shared memory; completion is counted on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
+// kind 1 (statistics, re-read later) asks L2 to keep the bytes (evict_last), kind 2 (the
+// re-read) to drop them first; kind 0 gives no hint (evict_first there measured 4% slower).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar,
+                                          int kind) {
+  if (kind != 0) {
+    unsigned long long pol;
+    if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
+        "%4;" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
+  }
 }
 
 // ---- element helpers: 16-bit types stay packed two per word, converted with 32-bit ops ----
@@ -173,23 +191,44 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   __shared__ __align__(8) unsigned long long bar;
   __shared__ float red0[32];
   __shared__ float fin[2];
-  __shared__ int item_s, bank_s;
+  __shared__ int item_s, bank_s, kind_s;
   T* const st = reinterpret_cast<T*>(dsm);
   const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int C = gridDim.x / rows;                              // chunks per row
+  // Chunks per row. With LAG, rows of 4 chunks or more get two items per chunk, so the grid
+  // is 2 * rows * C; fewer chunks than 4 keep one (and then gridDim.x / rows < 4).
+  const bool lag = LAG > 0 && (int)gridDim.x >= 8 * rows;
+  const int C = gridDim.x / (lag ? 2 * rows : rows);
   const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
   float2* part = reinterpret_cast<float2*>(sync + 4);  // bank 0 of [rows][C], then bank 1
   float2* other = part + (size_t)rows * C;
-  int item = blockIdx.x;
+  int item = blockIdx.x, kind = 0;  // kind 0: reduce, wait, write; 1: reduce, publish; 2: wait, write
   if (C > 1) {
     if (tid == 0) {
       const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
-      item_s = (int)(t % gridDim.x);
+      const int pos = (int)(t % gridDim.x);
       bank_s = (int)(t / gridDim.x) & 1;
+      item_s = pos;
+      kind_s = 0;
+      if (lag) {
+        // Ticket order: L statistics items, then write i and statistics L + i alternating,
+        // then the last L writes. L >= C puts all of a row's statistics before its writes.
+        const int G = rows * C;
+        const int L = (int)min((long long)G, max((long long)C, ((long long)LAG << 20) / ((long long)ce * KV_SIZEOF_T)));
+        const int q = pos - L;
+        if (q < 0) kind_s = 1;
+        else if (q < 2 * (G - L)) {
+          kind_s = (q & 1) ? 1 : 2;
+          item_s = (q & 1) ? L + q / 2 : q / 2;
+        } else {
+          kind_s = 2;
+          item_s = G - L + (q - 2 * (G - L));
+        }
+      }
     }
     __syncthreads();
     item = item_s;
+    kind = kind_s;
     if (bank_s) {
       other = part;
       part += (size_t)rows * C;
@@ -207,7 +246,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     if (tid == 0) {
       mbar_init(&bar);
       mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
-      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar);
+      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar, kind);
     }
     __syncthreads();
     mbar_wait(&bar, 0);
@@ -216,35 +255,41 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     __syncthreads();
   }
 
-  float s = 0.f;
+  float ss = 0.f;  // the chunk's sum of squares (kind 2 skips it)
+  if (kind != 2) {
+    float s = 0.f;
 #pragma unroll 4
-  for (int g = tid; g < ng; g += BLOCK) {
-    float f[VEC];
-    unpack(sv[g], f);
+    for (int g = tid; g < ng; g += BLOCK) {
+      float f[VEC];
+      unpack(sv[g], f);
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
+      for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
+    }
+    ss = reduce_sum<false>(s, red0);  // every thread; 0 for an empty chunk
   }
-  const float ss = reduce_sum<false>(s, red0);  // every thread; 0 for an empty chunk
   if (warp == 0) {
     float tot = ss;
     if (C > 1) {
       float2* const pr = part + (size_t)row * C;
-      if (lane == 0) {
+      if (kind != 2 && lane == 0) {
         put_pair(pr + chunk, make_float2(ss, -0.f));
         put_pair(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
       }
-      tot = 0.f;
-      for (int k = lane; k < C; k += 32) {
-        unsigned long long bits;
-        for (int spins = 0; (bits = get_bits(pr + k)) == 0ull;)
-          if (++spins > 8) __nanosleep(32);
-        tot += as_pair(bits).x;
-      }
+      if (kind != 1) {
+        tot = 0.f;
+        for (int k = lane; k < C; k += 32) {
+          unsigned long long bits;
+          for (int spins = 0; (bits = get_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(32);
+          tot += as_pair(bits).x;
+        }
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+        for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+      }
     }
     if (lane == 0) fin[0] = rsqrtf(tot / (float)cols + eps);
   }
+  if (kind == 1) return;  // statistics only: a later block writes this chunk
   __syncthreads();
   const float rstd = fin[0];
   const T* const ws_w = w + c0;
@@ -253,7 +298,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   for (int g = tid; g < ng; g += BLOCK) {
     float f[VEC], wf[VEC];
     unpack(sv[g], f);
-      unpack(load_param(ws_w, g, n, al), wf);
+    unpack(load_param(ws_w, g, n, al), wf);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
     const Vec u = pack(f);

@@ -30,6 +30,20 @@
 // end, so no reset has to be ordered after other blocks' slot reads. (An earlier version
 // counted readers per row and had the last one clear the slots; ordering that count after
 // the reads with an acq_rel atomic cost 8-11% at the long rows.)
+// LAG (MiB; 0 = off) splits each item of a row of 4 chunks or more in two, and doubles the
+// grid: a statistics item loads its chunk, reduces and publishes it, and exits without
+// waiting; the write item for the same chunk comes about LAG MiB of x later in ticket
+// order, re-reads the chunk (from L2: the first load asks L2 to keep it, evict_last, the
+// second to drop it) and finds the row's pairs in. A block no longer holds its shared
+// memory while the row's slowest chunk arrives, at the price of an L2 re-read. The order
+// is L statistics items, then write i and statistics L + i alternating, then the last L
+// writes (L = LAG MiB in chunks, at least C, at most G): every statistics item of a row
+// precedes the row's writes, so a waiting block still only waits on running items.
+// Measured (kevolve eval, H200, same call, LAG 12 against 0): softmax f32 1024x131072
+// 313.7 -> 306.3 us (295.7 with STCS), 256x262144 161.9 -> 158.2 (153.2); bf16 160.1 ->
+// 158.7 (153.7), 88.3 -> 85.0 (82.8). LAG 16 and more re-read partly from DRAM (slower),
+// LAG 2-6 waits longer; two chunks per row (16384x16384 f32) were 2-3% slower, so rows
+// of fewer than 4 chunks keep one item per chunk.
 // Rows of one chunk (C = 1) skip the scratch: a block per row.
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
 // ordinary loads and padded with -inf; the stores are then scalar.
@@ -37,8 +51,9 @@
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   OCC     2048 1536 1024
 // @kevolve param   STCS    0 1
+// @kevolve param   LAG     12 0 8 16
 // @kevolve entry   softmax_split
-// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))
+// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024) >= 4 ? 2 : 1)
 // @kevolve block   BLOCK
 // @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
 // @kevolve scratch sync (4 + 4 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
@@ -86,12 +101,26 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
 }
 // Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
 // shared memory; completion is counted on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
+// kind 1 (statistics, re-read later) asks L2 to keep the bytes (evict_last), kind 2 (the
+// re-read) to drop them first; kind 0 gives no hint (evict_first there measured 4% slower).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar,
+                                          int kind) {
+  if (kind != 0) {
+    unsigned long long pol;
+    if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
+        "%4;" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
+  }
 }
 
 // ---- element helpers ----
@@ -196,23 +225,44 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   __shared__ __align__(8) unsigned long long bar;
   __shared__ float2 red[32];
   __shared__ float fin[2];  // -M * log2e and 1 / S for this row
-  __shared__ int item_s, bank_s;
+  __shared__ int item_s, bank_s, kind_s;
   T* const st = reinterpret_cast<T*>(dsm);
   const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int C = gridDim.x / rows;                              // chunks per row
+  // Chunks per row. With LAG, rows of 4 chunks or more get two items per chunk, so the grid
+  // is 2 * rows * C; fewer chunks than 4 keep one (and then gridDim.x / rows < 4).
+  const bool lag = LAG > 0 && (int)gridDim.x >= 8 * rows;
+  const int C = gridDim.x / (lag ? 2 * rows : rows);
   const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
   float2* part = reinterpret_cast<float2*>(sync + 4);  // bank 0 of [rows][C], then bank 1
   float2* other = part + (size_t)rows * C;
-  int item = blockIdx.x;
+  int item = blockIdx.x, kind = 0;  // kind 0: reduce, wait, write; 1: reduce, publish; 2: wait, write
   if (C > 1) {
     if (tid == 0) {
       const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
-      item_s = (int)(t % gridDim.x);
+      const int pos = (int)(t % gridDim.x);
       bank_s = (int)(t / gridDim.x) & 1;
+      item_s = pos;
+      kind_s = 0;
+      if (lag) {
+        // Ticket order: L statistics items, then write i and statistics L + i alternating,
+        // then the last L writes. L >= C puts all of a row's statistics before its writes.
+        const int G = rows * C;
+        const int L = (int)min((long long)G, max((long long)C, ((long long)LAG << 20) / ((long long)ce * KV_SIZEOF_T)));
+        const int q = pos - L;
+        if (q < 0) kind_s = 1;
+        else if (q < 2 * (G - L)) {
+          kind_s = (q & 1) ? 1 : 2;
+          item_s = (q & 1) ? L + q / 2 : q / 2;
+        } else {
+          kind_s = 2;
+          item_s = G - L + (q - 2 * (G - L));
+        }
+      }
     }
     __syncthreads();
     item = item_s;
+    kind = kind_s;
     if (bank_s) {
       other = part;
       part += (size_t)rows * C;
@@ -230,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     if (tid == 0) {
       mbar_init(&bar);
       mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
-      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar);
+      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar, kind);
     }
     __syncthreads();
     mbar_wait(&bar, 0);
@@ -242,47 +292,54 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 
   // One pass: each thread's running (max, sum), then the block's.
   float2 p = make_float2(kv::neg_inf(), 0.f);
+  if (kind != 2) {
 #pragma unroll 4
-  for (int g = tid; g < ng; g += BLOCK) {
-    const Vec u = sv[g];
-    const float vm = word_max(wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
-    if (vm > p.x) {
-      p.y *= ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
-      p.x = vm;
-    }
-    float f[VEC];
-    unpack(u, f);
-    const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
+    for (int g = tid; g < ng; g += BLOCK) {
+      const Vec u = sv[g];
+      const float vm = word_max(wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+      if (vm > p.x) {
+        p.y *= ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
+        p.x = vm;
+      }
+      float f[VEC];
+      unpack(u, f);
+      const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) p.y += ex2(fmaf(f[k], LOG2E, nml));
+      for (int k = 0; k < VEC; ++k) p.y += ex2(fmaf(f[k], LOG2E, nml));
+    }
+    p = warp_merge(p);
+    if (lane == 0) red[warp] = p;
+    __syncthreads();
   }
-  p = warp_merge(p);
-  if (lane == 0) red[warp] = p;
-  __syncthreads();
   if (warp == 0) {
-    p = lane < BLOCK / 32 ? red[lane] : make_float2(kv::neg_inf(), 0.f);
-    p = warp_merge(p);  // the block's pair, in every lane
+    if (kind != 2) {
+      p = lane < BLOCK / 32 ? red[lane] : make_float2(kv::neg_inf(), 0.f);
+      p = warp_merge(p);  // the block's pair, in every lane
+    }
     if (C > 1) {
       // Publish it; read the row's C slots until all are in, merging in chunk order.
       float2* const pr = part + (size_t)row * C;
-      if (lane == 0) {
+      if (kind != 2 && lane == 0) {
         put_pair(pr + chunk, p);
         put_pair(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
       }
-      p = make_float2(kv::neg_inf(), 0.f);
-      for (int k = lane; k < C; k += 32) {
-        unsigned long long b;
-        for (int spins = 0; (b = get_bits(pr + k)) == 0ull;)
-          if (++spins > 8) __nanosleep(32);
-        p = merge(p, as_pair(b));
+      if (kind != 1) {
+        p = make_float2(kv::neg_inf(), 0.f);
+        for (int k = lane; k < C; k += 32) {
+          unsigned long long b;
+          for (int spins = 0; (b = get_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(32);
+          p = merge(p, as_pair(b));
+        }
+        p = warp_merge(p);
       }
-      p = warp_merge(p);
     }
     if (lane == 0) {
       fin[0] = -p.x * LOG2E;
       fin[1] = rcp(p.y);
     }
   }
+  if (kind == 1) return;  // statistics only: a later block writes this chunk
   __syncthreads();
   const float nml = fin[0], inv = fin[1];
 
