@@ -17,13 +17,14 @@
 // least C blocks resident (C <= num_sms guarantees it) the grid cannot deadlock, whatever
 // order the hardware dispatches blocks in.
 // The scratch buffer `sync` holds a 64-bit ticket counter, then two banks of 64-bit
-// (row, chunk) slots. Tickets are never reset: ticket t is item t % G (G blocks) of launch
-// e = t / G, and launch e uses bank e & 1. A block zeroes its own slot in the other bank
-// when it publishes, so the next launch finds that bank all zero. The scratch therefore
-// needs zeroing once, at allocation (one buffer per shape), and nothing is reset at the
-// end, so no reset has to be ordered after other blocks' slot reads. (An earlier version
-// counted readers per row and had the last one clear the slots; ordering that count after
-// the reads with an acq_rel atomic cost 8-11% at the long rows.)
+// (row, chunk) slots. Tickets are never reset: ticket t is position t % G (G blocks) of
+// launch e = t / G (with LAG, positions map to statistics and write items, below), and
+// launch e uses bank e & 1. A block zeroes its own slot in the other bank when it
+// publishes, so the next launch finds that bank all zero. The scratch therefore needs
+// zeroing once, at allocation (one buffer per shape), and nothing is reset at the end,
+// so no reset has to be ordered after other blocks' slot reads. (An earlier version
+// counted readers per row and had the last one clear the slots; ordering that count
+// after the reads with an acq_rel atomic cost 8-11% at the long rows.)
 // LAG (MiB; 0 = off), as in softmax's split_row: rows of 4 chunks or more get a
 // statistics item per chunk that publishes and exits, and a write item about LAG MiB later
 // in ticket order that re-reads the chunk from L2 (kept there with evict_last) and writes.
@@ -37,7 +38,7 @@
 // @kevolve param   STCS    0 1
 // @kevolve param   LAG     12 0 8 16
 // @kevolve entry   layernorm_split
-// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024) >= 4 ? 2 : 1)
+// @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) >= 4 ? 2 : 1)
 // @kevolve block   BLOCK
 // @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
 // @kevolve scratch sync (4 + 4 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
@@ -244,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // Chunks per row. With LAG, rows of 4 chunks or more get two items per chunk, so the grid
   // is 2 * rows * C; fewer chunks than 4 keep one (and then gridDim.x / rows < 4).
-  const bool lag = LAG > 0 && (int)gridDim.x >= 8 * rows;
+  const bool lag = LAG > 0 && gridDim.x / (unsigned)rows >= 8u;
   const int C = gridDim.x / (lag ? 2 * rows : rows);
   const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
   float2* part = reinterpret_cast<float2*>(sync + 4);  // bank 0 of [rows][C], then bank 1
