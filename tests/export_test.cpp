@@ -17,7 +17,7 @@ TEST_CASE("launch.json carries each tune shape's grid, block, smem and cluster",
   auto src = CandidateSource::Parse(text, "bulk_row.cu");
   REQUIRE(src.ok());
   const Assignment params = src->DefaultAssignment();  // SLICE 64, CLUSTER 16, ROWS 8, TILES 1, BLOCK 256
-  nlohmann::json j = LaunchJson(text, "bulk_row.cu", params, *op, DType::kF32, "sm_90a");
+  nlohmann::json j = LaunchJson(text, "bulk_row.cu", params, *op, DType::kF32, "sm_90a", 132);
   REQUIRE(j["entries"].size() == 1);
   CHECK(j["entries"][0]["entry"] == "softmax_bulk");
   CHECK(j["entries"][0].contains("cluster"));  // the expression, for other shapes
@@ -52,11 +52,50 @@ TEST_CASE("launch.json has no cluster key for a launch without one", "[engine]")
   const std::string text = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/seeds/warp_row.cu");
   auto src = CandidateSource::Parse(text, "warp_row.cu");
   REQUIRE(src.ok());
-  nlohmann::json j = LaunchJson(text, "warp_row.cu", src->DefaultAssignment(), *op, DType::kBF16, "sm_90a");
+  nlohmann::json j = LaunchJson(text, "warp_row.cu", src->DefaultAssignment(), *op, DType::kBF16, "sm_90a", 132);
   CHECK_FALSE(j["entries"][0].contains("cluster"));
   REQUIRE(!j["shapes"].empty());
   CHECK_FALSE(j["shapes"][0]["launches"][0].contains("cluster"));
   CHECK(j["dtype"] == "bf16");
+  CHECK(j["launch_notes"].get<std::string>().find("zeroed scratch") == std::string::npos);  // none here
+}
+
+TEST_CASE("launch.json resolves num_sms and scratch sizes per shape, and states the scratch contract", "[engine]") {
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs/ops/softmax").string());
+  REQUIRE(op.ok());
+  const std::string text = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/seeds/split_row.cu");
+  auto src = CandidateSource::Parse(text, "split_row.cu");
+  REQUIRE(src.ok());
+  Assignment params = src->DefaultAssignment();
+  params["CHUNK"] = 32;
+  params["LAG"] = 12;
+  nlohmann::json j = LaunchJson(text, "split_row.cu", params, *op, DType::kBF16, "sm_90a", 132);
+  CHECK(j["num_sms"] == 132);
+  CHECK(j["launch_notes"].get<std::string>().find("zeroed scratch buffer is zeroed once") != std::string::npos);
+  REQUIRE(j["shapes"].size() == op->tune.size());
+  bool very_long = false, two_chunks = false;
+  for (const auto& s : j["shapes"]) {
+    INFO(s.dump());
+    REQUIRE_FALSE(s.contains("error"));
+    if (s["shape"] == "256x262144") {
+      // 512 KiB bf16 rows in 32 KiB chunks: 16 per row, two items each with LAG.
+      very_long = true;
+      CHECK(s["launches"][0]["grid"][0] == 256 * 16 * 2);
+      CHECK(s["scratch_bytes"] == nlohmann::json::array({(4 + 4 * 256 * 16) * 4}));
+    }
+    if (s["shape"] == "4096x32768") {
+      // 64 KiB rows: 2 chunks, fewer than 4, so one item per chunk.
+      two_chunks = true;
+      CHECK(s["launches"][0]["grid"][0] == 4096 * 2);
+    }
+  }
+  CHECK(very_long);
+  CHECK(two_chunks);
+
+  // Without a device the SM count is unknown: every shape says why it has no values.
+  nlohmann::json none = LaunchJson(text, "split_row.cu", params, *op, DType::kBF16, "sm_90a", 0);
+  REQUIRE(!none["shapes"].empty());
+  CHECK(none["shapes"][0]["error"].get<std::string>().find("num_sms") != std::string::npos);
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ std::string Fmt(const char* f, double v) {
 }  // namespace
 
 nlohmann::json LaunchJson(const std::string& text, const std::string& name, const Assignment& params, const OpSpec& op,
-                          DType dtype, const std::string& arch) {
+                          DType dtype, const std::string& arch, int num_sms) {
   auto parsed = CandidateSource::Parse(text, name);
   nlohmann::json launch = {{"entries", nlohmann::json::array()}, {"shapes", nlohmann::json::array()},
                            {"dtype", DTypeName(dtype)}, {"arch", arch}, {"params", params},
@@ -88,24 +88,44 @@ nlohmann::json LaunchJson(const std::string& text, const std::string& name, cons
       launch["entries"].push_back(e);
     }
     for (const auto& s : op.tune) {
-      auto lc = ResolveLaunches(*parsed, params, op.MakeEnv(s, dtype));
-      if (!lc.ok()) continue;
-      nlohmann::json sj = {{"shape", s.label}, {"launches", nlohmann::json::array()}};
+      Env env = op.MakeEnv(s, dtype);
+      if (num_sms > 0) env["num_sms"] = num_sms;
+      nlohmann::json sj = {{"shape", s.label}};
+      auto lc = ResolveLaunches(*parsed, params, env);
+      auto sc = ResolveScratch(*parsed, params, env);
+      Status rq = CheckRequirements(*parsed, params, env);
+      if (!lc.ok() || !sc.ok() || !rq.ok()) {
+        sj["error"] = !lc.ok() ? lc.error() : !sc.ok() ? sc.error() : rq.ToString();
+        launch["shapes"].push_back(sj);
+        continue;
+      }
+      sj["launches"] = nlohmann::json::array();
       for (const auto& l : *lc) {
         nlohmann::json lj = {{"entry", l.entry}, {"grid", l.grid}, {"block", l.block}, {"smem", l.smem}};
         if (l.cluster[0] > 0) lj["cluster"] = l.cluster;
         sj["launches"].push_back(lj);
       }
+      if (!sc->empty()) sj["scratch_bytes"] = *sc;
       launch["shapes"].push_back(sj);
     }
     nlohmann::json scratch = nlohmann::json::array();
-    for (const auto& s : parsed->scratch) scratch.push_back({{"name", s.name}, {"bytes", s.bytes.text()}, {"zeroed", s.zeroed}});
+    bool zeroed = false;
+    for (const auto& s : parsed->scratch) {
+      scratch.push_back({{"name", s.name}, {"bytes", s.bytes.text()}, {"zeroed", s.zeroed}});
+      zeroed = zeroed || s.zeroed;
+    }
     launch["scratch"] = scratch;
+    if (zeroed)
+      launch["launch_notes"] = launch["launch_notes"].get<std::string>() +
+                               "; a zeroed scratch buffer is zeroed once, when allocated, and the kernel leaves it "
+                               "ready for its next launch: do not clear it between calls, and keep one buffer per "
+                               "kernel build and shape, used by one stream at a time (it may hold a launch counter)";
   }
   nlohmann::json iface = nlohmann::json::array();
   for (const auto& b : op.buffers) iface.push_back({{"name", b.name}, {"role", b.role == BufferRole::kIn ? "in" : "out"}, {"dtype", b.dtype}});
   launch["buffers"] = iface;
   launch["sizes"] = op.sizes;
+  launch["num_sms"] = num_sms;
   return launch;
 }
 
@@ -122,7 +142,7 @@ void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o,
   fs::path dir = fs::path(o.out_dir) / folder;
   fs::create_directories(dir, ec);
   WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params));
-  WriteTextFile((dir / "launch.json").string(), LaunchJson(src->text, src->name, params, op, pipeline.dtype(), pipeline.arch()).dump(2) + "\n");
+  WriteTextFile((dir / "launch.json").string(), LaunchJson(src->text, src->name, params, op, pipeline.dtype(), pipeline.arch(), pipeline.num_sms()).dump(2) + "\n");
   for (const auto& [kind, file] : std::vector<std::pair<std::string, std::string>>{
            {"ptx", "kernel.ptx"}, {"cubin", "kernel.cubin"}, {"sass", "kernel.sass"}}) {
     auto art = store.GetArtifact(c.id, kind);

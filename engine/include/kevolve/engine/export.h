@@ -32,10 +32,12 @@ struct ExportOptions {
 Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions& options);
 
 // launch.json of an exported kernel: the launch expressions (grid, block, smem, cluster),
-// their values at each tune shape, the argument order, scratch buffers and the driver
-// opt-ins a launch needs.
+// their values and the scratch sizes at each tune shape on a GPU of `num_sms` SMs (the
+// exporting device's; expressions may read num_sms), the argument order, the scratch
+// contract and the driver opt-ins a launch needs. A shape whose values cannot be
+// computed (num_sms 0 while an expression reads it, an unmet requirement) gets "error".
 nlohmann::json LaunchJson(const std::string& text, const std::string& name, const Assignment& params, const OpSpec& op,
-                          DType dtype, const std::string& arch);
+                          DType dtype, const std::string& arch, int num_sms);
 
 // The candidate's source with every parameter fixed: "#define NAME VALUE" lines and
 // single-valued @kevolve param directives, so the file compiles on its own.

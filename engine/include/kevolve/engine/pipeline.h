@@ -79,6 +79,8 @@ class Pipeline {
   const std::string& arch() const { return options_.arch; }
   const OpSpec& op() const { return op_; }
   DType dtype() const { return dtype_; }
+  // SM count of the first device (0 without an executor): the value of num_sms in launch expressions.
+  int num_sms() const { return num_sms_; }
 
  private:
   Pipeline(const OpSpec& op, DType dtype) : op_(op), dtype_(dtype) {}
