@@ -410,6 +410,13 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
     REQUIRE(dispatch["shapes"].contains(s.label));
     const auto& d = dispatch["shapes"][s.label];
     CHECK(fs::exists(dir / "best" / d["folder"].get<std::string>() / "kernel.cu"));
+    // Its launch.json resolves this shape on this GPU (num_sms included), with no error.
+    auto launch = nlohmann::json::parse(testing::ReadFile(dir / "best" / d["folder"].get<std::string>() / "launch.json"));
+    CHECK(launch["num_sms"].get<int>() > 0);
+    bool resolved = false;
+    for (const auto& ls : launch["shapes"])
+      if (ls["shape"] == s.label) resolved = ls.contains("launches") && !ls.contains("error");
+    CHECK(resolved);
     double best = 1e30;
     for (const auto& c : *cands) {
       auto timings = (*store)->GetTimings(c.id);  // kept alive: the loop must not range over a temporary's inside
