@@ -290,6 +290,74 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
 
 namespace {
 
+// Notes what llm_calls holds when the first batch with an LLM child (the replayed edit
+// reorders param C) starts evaluating.
+class CallWatchingEvaluator : public LandscapeEvaluator {
+ public:
+  explicit CallWatchingEvaluator(db::Store* store) : store_(store) {}
+  std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel,
+                               const std::function<void(size_t, Ladder&)>& on_done) override {
+    for (const auto& c : in)
+      if (calls_at_child < 0 && c.text.find("param C 2 3 1 0") != std::string::npos) {
+        auto calls = store_->ListLlmCalls(std::nullopt);
+        REQUIRE(calls.ok());
+        calls_at_child = static_cast<int>(calls->size());
+        unlinked_at_child = 0;
+        for (const auto& k : *calls) unlinked_at_child += !k.candidate_id.has_value();
+      }
+    return LandscapeEvaluator::Evaluate(in, cancel, on_done);
+  }
+  int calls_at_child = -1, unlinked_at_child = -1;
+
+ private:
+  db::Store* store_;
+};
+
+}  // namespace
+
+TEST_CASE("LLM calls are recorded as they return, before their children are evaluated, then linked", "[engine][llm]") {
+  // So a coordinator killed with kill -9 during a generation's evaluations keeps the
+  // calls (and their spend) that produced it.
+  World w;
+  testing::WriteFile(w.dir / "replies" / "r0.txt",
+                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
+  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
+                                             (w.dir / "replies").string() + "\"}}}");
+  auto providers = LoadProviders((w.dir / "llm.json").string());
+  REQUIRE(providers.ok());
+  auto compiler = std::make_shared<NvrtcCompiler>();
+  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, compiler, "sm_90", {}, 2);
+  CallWatchingEvaluator ev(w.store.get());
+  FakeClock clock;
+  RunConfig cfg = Config(3, 8);
+  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  cfg.llm_wait_s = -1;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  CHECK(ev.calls_at_child >= 1);     // the child's call is in the database before the child is measured
+  CHECK(ev.unlinked_at_child >= 1);  // ... without its candidate id yet
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  db::CandidateQuery q;
+  q.run_id = r->run_id;
+  auto all = w.store->ListCandidates(q);
+  REQUIRE(all.ok());
+  int linked = 0;
+  for (const auto& c : *calls)
+    if (c.candidate_id) {
+      ++linked;
+      bool found = false;
+      for (const auto& k : *all) found = found || k.id == *c.candidate_id;
+      CHECK(found);  // linked to a candidate of this run
+    }
+  CHECK(linked >= 1);
+  CHECK(w.store->LinkLlmCall(999999, 1).ToString().find("no such call") != std::string::npos);
+}
+
+namespace {
+
 // Counts the evaluation batches (one per generation).
 class BatchCountingEvaluator : public LandscapeEvaluator {
  public:

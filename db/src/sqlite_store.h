@@ -54,6 +54,7 @@ class SqliteStore final : public Store {
                                                  const std::string& kind) override;
 
   Result<int64_t> RecordLlmCall(const LlmCallRecord& call) override;
+  Status LinkLlmCall(int64_t call_id, int64_t candidate_id) override;
   Result<std::vector<LlmCallRecord>> ListLlmCalls(std::optional<int64_t> run_id) override;
   Status AddRunMember(const RunMemberRecord& m) override;
   Result<std::vector<RunMemberRecord>> ListRunMembers(int64_t run_id) override;

@@ -60,6 +60,16 @@ Result<int64_t> SqliteStore::RecordLlmCall(const LlmCallRecord& call) {
   return conn_.LastInsertId();
 }
 
+Status SqliteStore::LinkLlmCall(int64_t call_id, int64_t candidate_id) {
+  const std::string context = "LinkLlmCall(" + std::to_string(call_id) + ")";
+  Result<Statement> update = conn_.Prepare("UPDATE llm_calls SET candidate_id = ? WHERE id = ?");
+  if (!update.ok()) return WithContext(context, update.status());
+  Status s = update->Bind(1, candidate_id).Bind(2, call_id).Run();
+  if (!s.ok()) return WithContext(context, s);
+  if (conn_.Changes() != 1) return Status::Error(context + ": no such call");
+  return Status::Ok();
+}
+
 Result<std::vector<LlmCallRecord>> SqliteStore::ListLlmCalls(std::optional<int64_t> run_id) {
   std::string sql = std::string("SELECT ") + kLlmCallColumns + " FROM llm_calls";
   if (run_id) sql += " WHERE run_id = ?";

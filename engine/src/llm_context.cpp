@@ -161,8 +161,9 @@ llm::MutationContext BuildMutationContext(const OpSpec& op, DType dtype, const P
   return c;
 }
 
-void RecordCalls(db::Store& store, const llm::MutationOutcome& m, std::optional<int64_t> run_id,
-                 std::optional<int64_t> parent_id, std::optional<int64_t> child_id) {
+std::optional<int64_t> RecordCalls(db::Store& store, const llm::MutationOutcome& m, std::optional<int64_t> run_id,
+                                   std::optional<int64_t> parent_id, std::optional<int64_t> child_id) {
+  std::optional<int64_t> producer;
   for (size_t i = 0; i < m.calls.size(); ++i) {
     const auto& c = m.calls[i];
     db::LlmCallRecord r;
@@ -180,8 +181,10 @@ void RecordCalls(db::Store& store, const llm::MutationOutcome& m, std::optional<
     r.cost_usd = c.reply.cost_usd;
     r.outcome = c.parse_error.empty() ? c.reply.outcome : (c.reply.ok() ? "parse_error" : c.reply.outcome);
     r.error = c.parse_error.empty() ? c.reply.error : c.parse_error;
-    store.RecordLlmCall(r);
+    auto id = store.RecordLlmCall(r);
+    if (id.ok() && i + 1 == m.calls.size() && m.ok) producer = *id;
   }
+  return producer;
 }
 
 }  // namespace kevolve

@@ -254,7 +254,8 @@ bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
     return false;
   std::vector<LlmChild> kids = llm_future_.get();
   for (size_t k = 0; k < kids.size(); ++k) {
-    PendingCalls pc{"", kids[k]};
+    std::optional<int64_t> producer =
+        RecordCalls(*store_, kids[k].outcome, run_id_, kids[k].request.parent.id, std::nullopt);
     if (kids[k].outcome.ok && out) {
       auto src = Intern(kids[k].name, kids[k].outcome.child_source);
       if (src) {
@@ -262,21 +263,16 @@ bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
         std::vector<int64_t> parents;
         if (kids[k].request.parent.id) parents.push_back(*kids[k].request.parent.id);
         out->push_back({src, a, parents, kids[k].request.op_name, llm_future_islands_[k], "", false});
-        pc.hash = eval_->Hash(*src, a);
+        if (producer) pending_calls_.push_back({eval_->Hash(*src, a), *producer});
       }
     }
-    pending_calls_.push_back(std::move(pc));
   }
   return true;
 }
 
-void Search::RecordLlmCalls(int64_t run_id) {
-  for (const auto& pc : pending_calls_) {
-    std::optional<int64_t> child;
-    if (!pc.hash.empty())
-      if (auto c = store_->FindCandidate(pc.hash); c.ok() && *c) child = (*c)->id;
-    RecordCalls(*store_, pc.child.outcome, run_id, pc.child.request.parent.id, child);
-  }
+void Search::LinkLlmCalls() {
+  for (const auto& pc : pending_calls_)
+    if (auto c = store_->FindCandidate(pc.hash); c.ok() && *c) store_->LinkLlmCall(pc.call_id, (*c)->id);
   pending_calls_.clear();
 }
 
@@ -423,7 +419,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
       else
         ++rep.failures[st];
     }
-    if (!pending_calls_.empty()) RecordLlmCalls(run.id);
+    if (!pending_calls_.empty()) LinkLlmCalls();
     if (interrupt && interrupt->load()) {
       result.stop_reason = "interrupted";
       break;
@@ -461,8 +457,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   // slow model's answer or a rate limit's backoff; they are recorded as "cancelled".
   if (llm_future_.valid()) {
     if (result.stop_reason == "interrupted") llm::CancelLlmCalls(true);
-    CollectLlmChildren(nullptr, -1);
-    RecordLlmCalls(run.id);
+    CollectLlmChildren(nullptr, -1);  // records the calls; their children are not evaluated
   }
   run.status = result.stop_reason == "interrupted" ? "interrupted" : "finished";
   store_->UpdateRun(run);

@@ -57,6 +57,9 @@ class Store {
   // LLM calls, one row each (table llm_calls). ListLlmCalls returns them by id, all of
   // them when run_id is empty.
   virtual Result<int64_t> RecordLlmCall(const LlmCallRecord& call) = 0;
+  // Sets the child candidate of a recorded call (calls are recorded as they return, before
+  // their child is evaluated and has an id).
+  virtual Status LinkLlmCall(int64_t call_id, int64_t candidate_id) = 0;
   virtual Result<std::vector<LlmCallRecord>> ListLlmCalls(std::optional<int64_t> run_id) = 0;
 
   // Run membership of candidates recorded elsewhere (insert-or-ignore), by generation.

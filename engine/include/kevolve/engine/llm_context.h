@@ -27,7 +27,9 @@ llm::MutationContext BuildMutationContext(const OpSpec& op, DType dtype, const P
 std::string InterfaceText(const OpSpec& op, DType dtype);
 
 // Records every call of a mutation in llm_calls (prompts and responses in full; no keys).
-void RecordCalls(db::Store& store, const llm::MutationOutcome& m, std::optional<int64_t> run_id,
-                 std::optional<int64_t> parent_id, std::optional<int64_t> child_id);
+// Returns the id of the call that produced the child (the last one, when the mutation
+// succeeded), for db::Store::LinkLlmCall once the child has been evaluated.
+std::optional<int64_t> RecordCalls(db::Store& store, const llm::MutationOutcome& m, std::optional<int64_t> run_id,
+                                   std::optional<int64_t> parent_id, std::optional<int64_t> child_id);
 
 }  // namespace kevolve

@@ -100,21 +100,22 @@ class Search {
   Status LoadSeeds();
   std::vector<Proposal2> SeedProposals(std::mt19937_64& rng);
   std::vector<Proposal2> Breed(std::mt19937_64& rng, bool last_generation);
-  // Waits for the LLM calls of the previous generation; their children go to *out (when
-  // given), their calls to pending_calls_.
   // Takes the LLM children asked for earlier, waiting at most `wait_s` (-1: until they
-  // arrive); false when they are still in flight (they stay pending).
+  // arrive); false when they are still in flight (they stay pending). Their calls are
+  // recorded in llm_calls at once (so a kill -9 during the evaluation keeps them); their
+  // children go to *out (when given) and to pending_calls_, to be linked once evaluated.
   bool CollectLlmChildren(std::vector<Proposal2>* out, double wait_s);
   std::shared_ptr<const CandidateSource> Intern(const std::string& name, const std::string& text);
   Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
                   int island, int generation, const nlohmann::json& features) const;
   Status Replay(int64_t run_id, int generations_done);
-  // LLM children of this generation, waiting for their candidate ids to record calls.
+  // LLM children of this generation whose recorded call waits for the child's candidate id.
   struct PendingCalls {
-    std::string hash;  // "" when the mutation gave no child
-    LlmChild child;
+    std::string hash;  // the child's candidate hash
+    int64_t call_id;   // the llm_calls row that produced it
   };
-  void RecordLlmCalls(int64_t run_id);
+  // Links each pending call to its child's candidate, once the generation is evaluated.
+  void LinkLlmCalls();
 
   OpSpec op_;
   DType dtype_;
