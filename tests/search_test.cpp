@@ -297,17 +297,26 @@ class CallWatchingEvaluator : public LandscapeEvaluator {
   explicit CallWatchingEvaluator(db::Store* store) : store_(store) {}
   std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel,
                                const std::function<void(size_t, Ladder&)>& on_done) override {
+    bool first = false;
     for (const auto& c : in)
       if (calls_at_child < 0 && c.text.find("param C 2 3 1 0") != std::string::npos) {
+        first = true;
         auto calls = store_->ListLlmCalls(std::nullopt);
         REQUIRE(calls.ok());
         calls_at_child = static_cast<int>(calls->size());
         unlinked_at_child = 0;
         for (const auto& k : *calls) unlinked_at_child += !k.candidate_id.has_value();
       }
-    return LandscapeEvaluator::Evaluate(in, cancel, on_done);
+    auto out = LandscapeEvaluator::Evaluate(in, cancel, on_done);  // on_done commits each result
+    if (first) {
+      auto calls = store_->ListLlmCalls(std::nullopt);
+      REQUIRE(calls.ok());
+      linked_when_committed = 0;
+      for (const auto& k : *calls) linked_when_committed += k.candidate_id.has_value();
+    }
+    return out;
   }
-  int calls_at_child = -1, unlinked_at_child = -1;
+  int calls_at_child = -1, unlinked_at_child = -1, linked_when_committed = -1;
 
  private:
   db::Store* store_;
@@ -338,6 +347,7 @@ TEST_CASE("LLM calls are recorded as they return, before their children are eval
   REQUIRE(r.ok());
   CHECK(ev.calls_at_child >= 1);     // the child's call is in the database before the child is measured
   CHECK(ev.unlinked_at_child >= 1);  // ... without its candidate id yet
+  CHECK(ev.linked_when_committed >= 1);  // linked as the child is committed, not at the generation's end
   auto calls = w.store->ListLlmCalls(r->run_id);
   REQUIRE(calls.ok());
   db::CandidateQuery q;

@@ -91,11 +91,11 @@ nlohmann::json LaunchJson(const std::string& text, const std::string& name, cons
       Env env = op.MakeEnv(s, dtype);
       if (num_sms > 0) env["num_sms"] = num_sms;
       nlohmann::json sj = {{"shape", s.label}};
+      Status rq = CheckRequirements(*parsed, params, env);  // first, as the evaluator does
       auto lc = ResolveLaunches(*parsed, params, env);
       auto sc = ResolveScratch(*parsed, params, env);
-      Status rq = CheckRequirements(*parsed, params, env);
-      if (!lc.ok() || !sc.ok() || !rq.ok()) {
-        sj["error"] = !lc.ok() ? lc.error() : !sc.ok() ? sc.error() : rq.ToString();
+      if (!rq.ok() || !lc.ok() || !sc.ok()) {
+        sj["error"] = !rq.ok() ? "unsupported: " + rq.message() : !lc.ok() ? lc.error() : sc.error();
         launch["shapes"].push_back(sj);
         continue;
       }

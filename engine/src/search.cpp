@@ -270,6 +270,17 @@ bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
   return true;
 }
 
+void Search::LinkLlmCalls(const std::string& hash, int64_t candidate_id) {
+  for (auto it = pending_calls_.begin(); it != pending_calls_.end();) {
+    if (it->hash != hash) {
+      ++it;
+      continue;
+    }
+    store_->LinkLlmCall(it->call_id, candidate_id);  // a failed link leaves candidate_id NULL, nothing else
+    it = pending_calls_.erase(it);
+  }
+}
+
 void Search::LinkLlmCalls() {
   for (const auto& pc : pending_calls_)
     if (auto c = store_->FindCandidate(pc.hash); c.ok() && *c) store_->LinkLlmCall(pc.call_id, (*c)->id);
@@ -385,6 +396,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
           return;
         }
       }
+      LinkLlmCalls(todo[i].hash, *id);  // an LLM child: its call's link commits with it
       if (Status s = store_->Commit(); !s.ok()) {
         record_error = s;
         return;

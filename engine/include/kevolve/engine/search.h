@@ -114,7 +114,10 @@ class Search {
     std::string hash;  // the child's candidate hash
     int64_t call_id;   // the llm_calls row that produced it
   };
-  // Links each pending call to its child's candidate, once the generation is evaluated.
+  // Links the pending calls whose child has this hash to its candidate (as the child is
+  // committed), then, at the end of a generation, the rest to the candidates already
+  // stored under their hash (children that duplicate an earlier candidate).
+  void LinkLlmCalls(const std::string& hash, int64_t candidate_id);
   void LinkLlmCalls();
 
   OpSpec op_;
