@@ -85,6 +85,19 @@ struct World {
   }
 };
 
+// An LLM breeder whose replay provider answers every call with the same edit of the
+// landscape source (param C reordered).
+LlmBreeder ReplayBreeder(const World& w) {
+  testing::WriteFile(w.dir / "replies" / "r0.txt",
+                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
+  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
+                                             (w.dir / "replies").string() + "\"}}}");
+  auto providers = LoadProviders((w.dir / "llm.json").string());
+  REQUIRE(providers.ok());
+  REQUIRE(providers->size() == 1);
+  return LlmBreeder(w.op, DType::kF32, std::move(*providers), 0, std::make_shared<NvrtcCompiler>(), "sm_90", {}, 2);
+}
+
 RunConfig Config(int gens, uint64_t seed) {
   RunConfig c;
   c.generations = gens;
@@ -250,16 +263,7 @@ TEST_CASE("a second run in the same database adopts recorded results instead of 
 
 TEST_CASE("LLM children enter the search and every call is recorded", "[engine][llm]") {
   World w;
-  // The replay provider answers every call with the same edit of the landscape source.
-  testing::WriteFile(w.dir / "replies" / "r0.txt",
-                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
-  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
-                                             (w.dir / "replies").string() + "\"}}}");
-  auto providers = LoadProviders((w.dir / "llm.json").string());
-  REQUIRE(providers.ok());
-  REQUIRE(providers->size() == 1);
-  auto compiler = std::make_shared<NvrtcCompiler>();
-  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, compiler, "sm_90", {}, 2);
+  LlmBreeder llm = ReplayBreeder(w);
   LandscapeEvaluator ev;
   FakeClock clock;
   RunConfig cfg = Config(3, 8);
@@ -328,14 +332,7 @@ TEST_CASE("LLM calls are recorded as they return, before their children are eval
   // So a coordinator killed with kill -9 during a generation's evaluations keeps the
   // calls (and their spend) that produced it.
   World w;
-  testing::WriteFile(w.dir / "replies" / "r0.txt",
-                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
-  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
-                                             (w.dir / "replies").string() + "\"}}}");
-  auto providers = LoadProviders((w.dir / "llm.json").string());
-  REQUIRE(providers.ok());
-  auto compiler = std::make_shared<NvrtcCompiler>();
-  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, compiler, "sm_90", {}, 2);
+  LlmBreeder llm = ReplayBreeder(w);
   CallWatchingEvaluator ev(w.store.get());
   FakeClock clock;
   RunConfig cfg = Config(3, 8);
@@ -513,14 +510,7 @@ TEST_CASE("an interrupted search cancels its LLM calls in flight and records the
 
 TEST_CASE("a mix of LLM operators only runs every generation", "[engine][llm]") {
   World w;
-  testing::WriteFile(w.dir / "replies" / "r0.txt",
-                     "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n");
-  testing::WriteFile(w.dir / "llm.json", "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"" +
-                                             (w.dir / "replies").string() + "\"}}}");
-  auto providers = LoadProviders((w.dir / "llm.json").string());
-  REQUIRE(providers.ok());
-  auto compiler = std::make_shared<NvrtcCompiler>();
-  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, compiler, "sm_90", {}, 2);
+  LlmBreeder llm = ReplayBreeder(w);
   LandscapeEvaluator ev;
   FakeClock clock;
   RunConfig cfg = Config(4, 5);
