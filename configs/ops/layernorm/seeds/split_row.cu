@@ -34,7 +34,7 @@
 // ordinary loads and padded with 0; w, b and y are then accessed element by element.
 // @kevolve param   CHUNK   32 16 24 48 64
 // @kevolve param   BLOCK   256 128 512
-// @kevolve param   OCC     1024 1536 2048
+// @kevolve param   OCC     1280 1024 1536 2048
 // @kevolve param   STCS    0 1
 // @kevolve param   LAG     12 0 8 16
 // @kevolve entry   layernorm_split
