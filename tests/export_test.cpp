@@ -1,10 +1,17 @@
-// launch.json of an exported kernel (engine/export.h: LaunchJson), on the CPU: what a
-// user needs to launch the kernel outside kevolve, cluster dimensions included.
+// An exported kernel outside kevolve, on the CPU: launch.json (engine/export.h:
+// LaunchJson), what a user needs to launch the kernel, cluster dimensions included; and
+// kernel.cu (BakeParameters), which must compile on its own next to kevolve.h.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "kevolve/core/candidate.h"
+#include "kevolve/core/json_file.h"
 #include "kevolve/core/op_spec.h"
 #include "kevolve/engine/export.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
+#include "kevolve/evaluators/rungs.h"
 #include "test_util.h"
 
 namespace kevolve {
@@ -96,6 +103,60 @@ TEST_CASE("launch.json resolves num_sms and scratch sizes per shape, and states 
   nlohmann::json none = LaunchJson(text, "split_row.cu", params, *op, DType::kBF16, "sm_90a", 0);
   REQUIRE(!none["shapes"].empty());
   CHECK(none["shapes"][0]["error"].get<std::string>().find("num_sms") != std::string::npos);
+}
+
+// nvcc from $CUDA_HOME or /usr/local/cuda, or empty.
+std::string FindNvcc() {
+  for (const char* home : {static_cast<const char*>(std::getenv("CUDA_HOME")), "/usr/local/cuda"}) {
+    if (home == nullptr || *home == '\0') continue;
+    std::filesystem::path p = std::filesystem::path(home) / "bin" / "nvcc";
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  return "";
+}
+
+TEST_CASE("an exported kernel.cu compiles on its own next to kevolve.h, and still through kevolve", "[engine]") {
+  struct Case {
+    const char* op;
+    const char* seed;
+    DType dtype;
+  };
+  // Seeds that use the kv:: helpers of kevolve.h (groups, bulk copies, slots, cp.async).
+  const Case cases[] = {{"softmax", "split_row.cu", DType::kF32},
+                        {"rmsnorm", "block_row.cu", DType::kBF16},
+                        {"layernorm", "warp_row.cu", DType::kF16},
+                        {"matmul", "mma_sync.cu", DType::kBF16}};
+  const std::string nvcc = FindNvcc();
+  if (nvcc.empty()) WARN("nvcc not found (CUDA_HOME, /usr/local/cuda): the standalone compile is skipped");
+  for (const Case& c : cases) {
+    INFO(c.op << " " << c.seed << " " << DTypeName(c.dtype));
+    const std::string text =
+        testing::ReadFile(testing::SourceRoot() / "configs/ops" / c.op / "seeds" / c.seed);
+    auto src = CandidateSource::Parse(text, c.seed);
+    REQUIRE(src.ok());
+    const std::string baked = BakeParameters(text, src->DefaultAssignment(), c.dtype);
+    CHECK(baked.find("#include \"kevolve.h\"") != std::string::npos);
+
+    // Through kevolve: the baked file has one value per parameter and the same dtype.
+    auto again = CandidateSource::Parse(baked, c.seed);
+    REQUIRE(again.ok());
+    NvrtcCompiler nvrtc;
+    CompileResult r = nvrtc.Compile(MakeCompileRequest(*again, again->DefaultAssignment(), c.dtype, "sm_90a"));
+    INFO(r.log);
+    CHECK(r.ok);
+
+    // On its own: nvcc with no kevolve option, the dtype and parameters from the file.
+    if (nvcc.empty()) continue;
+    auto dir = testing::MakeTempDir("standalone");
+    WriteTextFile((dir / "kernel.cu").string(), baked);
+    WriteTextFile((dir / "kevolve.h").string(), KevolveHeader());
+    const std::string cmd = "cd '" + dir.string() + "' && '" + nvcc +
+                            "' -arch=sm_90a -std=c++17 -cubin -I. kernel.cu -o kernel.cubin > nvcc.log 2>&1";
+    const int rc = std::system(cmd.c_str());
+    INFO(testing::ReadFile(dir / "nvcc.log"));
+    CHECK(rc == 0);
+    CHECK(std::filesystem::exists(dir / "kernel.cubin"));
+  }
 }
 
 }  // namespace

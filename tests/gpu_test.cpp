@@ -383,7 +383,7 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
   for (const auto& e : fs::directory_iterator(dir / "best")) {
     if (!e.is_directory()) continue;
     ++folders;
-    for (const char* f : {"kernel.cu", "launch.json", "kernel.ptx", "kernel.cubin", "resources.json", "metrics.json",
+    for (const char* f : {"kernel.cu", "kevolve.h", "launch.json", "kernel.ptx", "kernel.cubin", "resources.json", "metrics.json",
                           "lineage.json", "README.md"}) {
       INFO(e.path() << " " << f);
       CHECK(fs::exists(e.path() / f));

@@ -305,18 +305,18 @@ class CallWatchingEvaluator : public LandscapeEvaluator {
     for (const auto& c : in)
       if (calls_at_child < 0 && c.text.find("param C 2 3 1 0") != std::string::npos) {
         first = true;
-        auto calls = store_->ListLlmCalls(std::nullopt);
-        REQUIRE(calls.ok());
-        calls_at_child = static_cast<int>(calls->size());
+        auto listed = store_->ListLlmCalls(std::nullopt);
+        REQUIRE(listed.ok());
+        calls_at_child = static_cast<int>(listed->size());
         unlinked_at_child = 0;
-        for (const auto& k : *calls) unlinked_at_child += !k.candidate_id.has_value();
+        for (const auto& k : *listed) unlinked_at_child += !k.candidate_id.has_value();
       }
     auto out = LandscapeEvaluator::Evaluate(in, cancel, on_done);  // on_done commits each result
     if (first) {
-      auto calls = store_->ListLlmCalls(std::nullopt);
-      REQUIRE(calls.ok());
+      auto listed = store_->ListLlmCalls(std::nullopt);
+      REQUIRE(listed.ok());
       linked_when_committed = 0;
-      for (const auto& k : *calls) linked_when_committed += k.candidate_id.has_value();
+      for (const auto& k : *listed) linked_when_committed += k.candidate_id.has_value();
     }
     return out;
   }

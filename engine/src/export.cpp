@@ -1,5 +1,6 @@
 #include "kevolve/engine/export.h"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
@@ -9,17 +10,25 @@
 
 #include "kevolve/core/json_file.h"
 #include "kevolve/engine/profiler.h"
+#include "kevolve/evaluators/nvrtc_compiler.h"
 
 namespace fs = std::filesystem;
 
 namespace kevolve {
 
-std::string BakeParameters(const std::string& source, const Assignment& params) {
+std::string BakeParameters(const std::string& source, const Assignment& params, DType dtype) {
   std::ostringstream out;
   out << "// Exported by kevolve with its parameters fixed:";
   for (const auto& [k, v] : params) out << " " << k << "=" << v;
-  out << "\n";
+  out << " (" << DTypeName(dtype) << ")\n";
   for (const auto& [k, v] : params) out << "#define " << k << " " << v << "\n";
+  // The dtype it was exported for, unless the compiler is told another one (kevolve passes
+  // -DKV_DTYPE_...), then kevolve.h (kept next to this file), which defines T and kv::.
+  std::string macro = DTypeName(dtype);
+  for (auto& ch : macro) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  out << "#if !defined(KV_DTYPE_F32) && !defined(KV_DTYPE_BF16) && !defined(KV_DTYPE_F16) && !defined(KV_DTYPE_F64)\n"
+      << "#define KV_DTYPE_" << macro << "\n#define KV_SIZEOF_T " << DTypeSize(dtype) << "\n#endif\n"
+      << "#include \"kevolve.h\"\n";
   std::istringstream in(source);
   std::string line;
   while (std::getline(in, line)) {
@@ -126,6 +135,14 @@ nlohmann::json LaunchJson(const std::string& text, const std::string& name, cons
   launch["buffers"] = iface;
   launch["sizes"] = op.sizes;
   launch["num_sms"] = num_sms;
+  // kernel.cu includes kevolve.h and defines its dtype and parameters, so it compiles on
+  // its own; kevolve's NVRTC options, for the same code as kernel.cubin.
+  launch["compile"] = {
+      {"nvcc", "nvcc -arch=" + arch + " -std=c++17 -cubin -I. kernel.cu -o kernel.cubin"},
+      {"nvrtc_options", {"--gpu-architecture=" + arch, "--std=c++17", "--device-as-default-execution-space",
+                         "-I$CUDA_HOME/include", "-I$CUDA_HOME/include/cccl"}},
+      {"note", "kevolve compiles with NVRTC, which makes unannotated functions __device__ "
+               "(--device-as-default-execution-space); nvcc needs every device function marked __device__"}};
   return launch;
 }
 
@@ -141,7 +158,8 @@ void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o,
   auto timings = store.GetTimings(c.id);
   fs::path dir = fs::path(o.out_dir) / folder;
   fs::create_directories(dir, ec);
-  WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params));
+  WriteTextFile((dir / "kernel.cu").string(), BakeParameters(src->text, params, pipeline.dtype()));
+  WriteTextFile((dir / "kevolve.h").string(), KevolveHeader());
   WriteTextFile((dir / "launch.json").string(), LaunchJson(src->text, src->name, params, op, pipeline.dtype(), pipeline.arch(), pipeline.num_sms()).dump(2) + "\n");
   for (const auto& [kind, file] : std::vector<std::pair<std::string, std::string>>{
            {"ptx", "kernel.ptx"}, {"cubin", "kernel.cubin"}, {"sass", "kernel.sass"}}) {
@@ -191,7 +209,9 @@ void WriteSurvivor(db::Store& store, Pipeline& pipeline, const ExportOptions& o,
              << Fmt("%.3f", t.fraction) << " |\n";
   readme << "\nHeld-out shapes passed the correctness gate: ";
   for (const auto& s : op.heldout) readme << s.label << " ";
-  readme << "\n\nFiles: kernel.cu (parameters baked in), launch.json, kernel.ptx, kernel.cubin, "
+  readme << "\n\nFiles: kernel.cu (parameters and dtype baked in; it includes kevolve.h, the header kevolve "
+            "pre-includes into every candidate), launch.json (launch expressions and values, scratch, and the "
+            "compile command), kernel.ptx, kernel.cubin, "
             "kernel.sass (when cuobjdump was found), resources.json, metrics.json, lineage.json.\n";
   if (o.profile) {
     std::vector<Ladder> full = pipeline.Run({{src->name, src->text, params}}, nullptr, nullptr);

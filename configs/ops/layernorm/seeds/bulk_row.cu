@@ -41,157 +41,16 @@
 namespace cg = cooperative_groups;
 
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
-union Vec {
-  uint4 r;
-  unsigned int w[4];
-  float f[4];
-  T v[VEC];
-};
-
-// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
-// shared memory; completion is counted on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// ---- element helpers ----
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
+typedef kv::Group<16> Vec;
 
 // Group g of a global vector (w or b from this slice's first column): one 16-byte
 // read-only load when AL, else the elements below n (zeros past it).
 template <bool AL>
 __device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n) {
+  if (!AL) return kv::load_group<16, false>(p, g, true, n);
   Vec u;
-  if (AL) {
-    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
-  } else {
-    u.r = make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < n) u.v[k] = p[g * VEC + k];
-  }
+  u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
   return u;
-}
-
-// ---- reductions: over a warp (WARP) or over the block (blockDim.x a multiple of 32).
-// Butterflies, so every lane (and every thread of the block) gets the same bits.
-template <bool WARP>
-__device__ __forceinline__ float reduce_sum(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (WARP) return v;
-  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = lane < nw ? red[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-template <bool WARP>
-__device__ __forceinline__ void reduce_sum2(float& a, float& b, float* ra, float* rb) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  if (WARP) return;
-  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    ra[threadIdx.x / 32] = a;
-    rb[threadIdx.x / 32] = b;
-  }
-  __syncthreads();
-  a = lane < nw ? ra[lane] : 0.f;
-  b = lane < nw ? rb[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-}
-
-// Count, mean, and sum of squared deviations from the mean.
-struct Stats {
-  float n, mean, m2;
-};
-
-// Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part
-// first. Empty parts (n == 0) leave the other unchanged and never divide by zero.
-__device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
-  const float n = a.n + b.n;
-  if (n == 0.f) return a;
-  const float f = b.n / n;
-  const float d = b.mean - a.mean;
-  Stats r;
-  r.n = n;
-  r.mean = fmaf(d, f, a.mean);
-  r.m2 = a.m2 + b.m2 + d * d * a.n * f;
-  return r;
 }
 
 // One row's slice in shared memory (n valid elements, padded with 0 to whole groups) ->
@@ -202,7 +61,7 @@ __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
 template <bool WARP, bool AL>
 __device__ __forceinline__ void layernorm_slice(const T* srow, const T* __restrict__ ws, const T* __restrict__ bs,
                                                 T* __restrict__ yrow, int n, int cols, float eps, int t, int nt,
-                                                float* red0, float* red1, float* red2, Stats* part, int cs) {
+                                                float* red0, float* red1, float* red2, kv::Stats* part, int cs) {
   const int ng = (n + VEC - 1) / VEC;
   const Vec* sv = reinterpret_cast<const Vec*>(srow);
 
@@ -211,14 +70,14 @@ __device__ __forceinline__ void layernorm_slice(const T* srow, const T* __restri
 #pragma unroll (AL ? 4 : 1)
   for (int g = t; g < ng; g += nt) {
     float f[VEC];
-    unpack(sv[g], f);
+    kv::unpack(sv[g], f);
 #pragma unroll
     for (int h = VEC / 2; h > 0; h >>= 1)
 #pragma unroll
       for (int k = 0; k < h; ++k) f[k] += f[k + h];
     s += f[0];
   }
-  const float sb = reduce_sum<WARP>(s, red0);  // every thread takes part (block barrier)
+  const float sb = kv::reduce_sum<WARP>(s, red0);  // every thread takes part (block barrier)
   const float m = n > 0 ? sb / (float)n : 0.f;
 
   // Pass 2: deviations from m over the valid elements only.
@@ -226,7 +85,7 @@ __device__ __forceinline__ void layernorm_slice(const T* srow, const T* __restri
 #pragma unroll (AL ? 4 : 1)
   for (int g = t; g < ng; g += nt) {
     float f[VEC];
-    unpack(sv[g], f);
+    kv::unpack(sv[g], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
       const float d = f[k] - m;
@@ -236,22 +95,22 @@ __device__ __forceinline__ void layernorm_slice(const T* srow, const T* __restri
       }
     }
   }
-  reduce_sum2<WARP>(sd, q, red1, red2);
+  kv::reduce_sum2<WARP>(sd, q, red1, red2);
   const float c = n > 0 ? sd / (float)n : 0.f;
-  Stats st{(float)n, m + c, fmaxf(q - sd * c, 0.f)};
+  kv::Stats st{(float)n, m + c, fmaxf(q - sd * c, 0.f)};
 
   if (!WARP && cs > 1) {
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) *part = st;
     cluster.sync();  // partials written and visible cluster-wide
     const int lane = threadIdx.x % 32;
-    Stats p = *cluster.map_shared_rank(part, lane & (cs - 1));
+    kv::Stats p = *cluster.map_shared_rank(part, lane & (cs - 1));
     for (int o = 1; o < cs; o <<= 1) {
-      Stats r;
+      kv::Stats r;
       r.n = __shfl_xor_sync(0xffffffffu, p.n, o);
       r.mean = __shfl_xor_sync(0xffffffffu, p.mean, o);
       r.m2 = __shfl_xor_sync(0xffffffffu, p.m2, o);
-      p = (lane & o) ? merge(r, p) : merge(p, r);
+      p = (lane & o) ? kv::merge(r, p) : kv::merge(p, r);
     }
     st = p;
   }
@@ -262,21 +121,12 @@ __device__ __forceinline__ void layernorm_slice(const T* srow, const T* __restri
 #pragma unroll (AL ? 2 : 1)
   for (int g = t; g < ng; g += nt) {
     float f[VEC], wf[VEC], bf[VEC];
-    unpack(sv[g], f);
-    unpack(load_param<AL>(ws, g, n), wf);
-    unpack(load_param<AL>(bs, g, n), bf);
+    kv::unpack(sv[g], f);
+    kv::unpack(load_param<AL>(ws, g, n), wf);
+    kv::unpack(load_param<AL>(bs, g, n), bf);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
-    const Vec u = pack(f);
-    if (AL) {
-      uint4* p = reinterpret_cast<uint4*>(yrow + g * VEC);
-      if (STCS) __stcs(p, u.r);  // streaming store: y is not read again
-      else *p = u.r;
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k)
-        if (g * VEC + k < n) yrow[g * VEC + k] = u.v[k];
-    }
+    kv::store_group<16, AL, STCS>(yrow, g, n, kv::pack<16>(f));  // STCS: streaming, y is not read again
   }
 }
 
@@ -287,7 +137,7 @@ layernorm_bulk(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
   extern __shared__ __align__(128) unsigned char dsm[];
   __shared__ __align__(8) unsigned long long bar[2];
   __shared__ float red0[32], red1[32], red2[32];
-  __shared__ Stats part[2];  // by row parity: one cluster barrier per row
+  __shared__ kv::Stats part[2];  // by row parity: one cluster barrier per row
   T* const st = reinterpret_cast<T*>(dsm);
   const int cs = (int)cg::this_cluster().num_blocks();
   const int rank = (int)cg::this_cluster().block_rank();
@@ -312,13 +162,13 @@ layernorm_bulk(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
   auto issue = [&](int i, int s) {
     const int row0 = (t0 + i) * R, nr = min(R, rows - row0);
     const unsigned bytes = (unsigned)(nr * n * KV_SIZEOF_T);
-    mbar_expect(&bar[s], bytes);
-    if (bytes > 0) bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
+    kv::mbar_expect(&bar[s], bytes);
+    if (bytes > 0) kv::bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
   };
   if (al) {
     if (tid == 0) {
-      mbar_init(&bar[0]);
-      mbar_init(&bar[1]);
+      kv::mbar_init(&bar[0]);
+      kv::mbar_init(&bar[1]);
       issue(0, 0);
     }
     __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -333,7 +183,7 @@ layernorm_bulk(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // order our accesses to that stage before the copy
         issue(i + 1, (i + 1) & 1);  // its stage was released by the barrier that ended tile i - 1
       }
-      mbar_wait(&bar[s], parity);
+      kv::mbar_wait(&bar[s], parity);
     } else {
       const T zero = kv::from_float<T>(0.f);
       const T* xs = x + (size_t)row0 * cols + c0;

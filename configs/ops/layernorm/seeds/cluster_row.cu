@@ -40,138 +40,20 @@
 namespace cg = cooperative_groups;
 
 #define VEC (VBYTES / KV_SIZEOF_T)
-#if VBYTES == 16
-typedef uint4 Raw;
-#elif VBYTES == 8
-typedef uint2 Raw;
-#else
-typedef unsigned int Raw;
-#endif
-// A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
-// kept packed (two per 32-bit register) and converted with 32-bit operations.
-union Vec {
-  Raw r;
-  unsigned int w[VBYTES / 4];
-  T v[VEC];
-};
-
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
-// the accesses are scalar and stop at cols.
-template <bool AL>
-__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
-  Vec u;
-  u.r = Raw{};
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + (size_t)g * VEC);
-  } else if (ok) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[(size_t)g * VEC + k];
-  }
-  return u;
-}
-
-template <bool AL>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
-  if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
-    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-    else *q = u.r;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
-  }
-}
-
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// An identity byte permute that the compilers cannot see through: floats converted from
-// u before it are not kept alive across it (they are converted again, which is cheap),
-// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
-// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
-__device__ __forceinline__ void launder(Vec& u) {
-#pragma unroll
-  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
-}
-
-// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
-// group of an unaligned row.
-template <bool AL>
-__device__ __forceinline__ int group_count(int g, int g1, int cols) {
-  if (g >= g1) return 0;
-  return AL ? VEC : min(VEC, cols - g * VEC);
-}
-
-// Count, mean, and sum of squared deviations from the mean.
-struct Stats {
-  float n, mean, m2;
-};
-
-// Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part first.
-__device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
-  const float n = a.n + b.n;
-  if (n == 0.f) return a;
-  const float f = b.n / n;
-  const float d = b.mean - a.mean;
-  Stats r;
-  r.n = n;
-  r.mean = fmaf(d, f, a.mean);
-  r.m2 = a.m2 + b.m2 + d * d * a.n * f;
-  return r;
-}
+// A group of VEC elements as raw bits (kv::Group): one 16-, 8- or 4-byte access. 16-bit
+// types are kept packed (two per 32-bit register) and converted with 32-bit operations.
+typedef kv::Group<VBYTES> Vec;
 
 // Butterfly over the warp, lower lane first: every lane ends with the same bits.
-__device__ __forceinline__ Stats warp_merge(Stats s) {
+__device__ __forceinline__ kv::Stats warp_merge(kv::Stats s) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    Stats p;
+    kv::Stats p;
     p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
     p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
     p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
-    s = (lane & o) ? merge(p, s) : merge(s, p);
+    s = (lane & o) ? kv::merge(p, s) : kv::merge(s, p);
   }
   return s;
 }
@@ -179,62 +61,62 @@ __device__ __forceinline__ Stats warp_merge(Stats s) {
 // Statistics of one thread's part of a tile (chunk c is group gb + c * stride), exact
 // two-pass in registers: the mean of the part, then squared deviations from it.
 template <bool AL, int CH>
-__device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
+__device__ __forceinline__ kv::Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
   int cnt = 0;
   float s = 0.f;  // missing elements are zeros: they add nothing
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
-    cnt += group_count<AL>(gb + c * stride, g1, cols);
+    cnt += kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
     float f[VEC];
-    unpack(v[c], f);
+    kv::unpack(v[c], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) s += f[k];
-    launder(v[c]);
+    kv::launder(v[c]);
   }
   const float mean = cnt > 0 ? s / (float)cnt : 0.f;
   float q = 0.f;
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
-    const int nv = group_count<AL>(gb + c * stride, g1, cols);
+    const int nv = kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
     float f[VEC];
-    unpack(v[c], f);
+    kv::unpack(v[c], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
       const float d = f[k] - mean;
       if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
     }
-    launder(v[c]);
+    kv::launder(v[c]);
   }
-  return Stats{(float)cnt, mean, q};
+  return kv::Stats{(float)cnt, mean, q};
 }
 
 // y = (x - mean) * rstd * w + b for one group.
 __device__ __forceinline__ Vec normalize(const Vec& x, const Vec& w, const Vec& b, float mean, float rstd) {
   float f[VEC], wf[VEC], bf[VEC];
-  unpack(x, f);
-  unpack(w, wf);
-  unpack(b, bf);
+  kv::unpack(x, f);
+  kv::unpack(w, wf);
+  kv::unpack(b, bf);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
-  return pack(f);
+  return kv::pack<VBYTES>(f);
 }
 
 // Block-wide merge; every thread gets the same value.
-__device__ __forceinline__ Stats block_merge(Stats s) {
-  __shared__ Stats red[BLOCK / 32];
+__device__ __forceinline__ kv::Stats block_merge(kv::Stats s) {
+  __shared__ kv::Stats red[BLOCK / 32];
   s = warp_merge(s);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
   __syncthreads();
   s = red[0];
   const int nw = blockDim.x / 32;
-  for (int i = 1; i < nw; ++i) s = merge(s, red[i]);
+  for (int i = 1; i < nw; ++i) s = kv::merge(s, red[i]);
   return s;
 }
 
 template <bool AL, int CH>
 __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
                                             T* __restrict__ yr, int cols, float eps, bool live) {
-  __shared__ Stats part;  // this block's partial, read by the whole cluster
+  __shared__ kv::Stats part;  // this block's partial, read by the whole cluster
   cg::cluster_group cluster = cg::this_cluster();
   const int cs = (int)cluster.num_blocks();
   const int rank = (int)cluster.block_rank();
@@ -249,28 +131,28 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* _
 #if WREG
   Vec wv[CH], bv[CH];
 #endif
-  Stats st{0.f, 0.f, 0.f};
+  kv::Stats st{0.f, 0.f, 0.f};
   for (int t = 0; t < ntiles; ++t) {
     const int gb = g0 + t * tile + tid;
 #pragma unroll
-    for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
+    for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t>(xr, gb + c * nt, gb + c * nt < g1, cols);
 #if WREG
     if (t == ntiles - 1) {
 #pragma unroll
       for (int c = 0; c < CH; ++c) {
-        wv[c] = load_group<AL>(w, gb + c * nt, gb + c * nt < g1, cols);
-        bv[c] = load_group<AL>(b, gb + c * nt, gb + c * nt < g1, cols);
+        wv[c] = kv::load_group<VBYTES, AL, size_t>(w, gb + c * nt, gb + c * nt < g1, cols);
+        bv[c] = kv::load_group<VBYTES, AL, size_t>(b, gb + c * nt, gb + c * nt < g1, cols);
       }
     }
 #endif
-    st = merge(st, tile_stats<AL, CH>(v, gb, nt, g1, cols));
+    st = kv::merge(st, tile_stats<AL, CH>(v, gb, nt, g1, cols));
   }
   st = block_merge(st);
   if (cs > 1) {
     if (tid == 0) part = st;
     cluster.sync();  // partials written and visible cluster-wide
     const int lane = tid % 32;
-    Stats p{0.f, 0.f, 0.f};
+    kv::Stats p{0.f, 0.f, 0.f};
     if (lane < cs) p = *cluster.map_shared_rank(&part, lane);
     st = warp_merge(p);
     cluster.barrier_arrive();  // done reading remote shared memory; waited for at the end
@@ -282,20 +164,21 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* _
     const int gb = g0 + t * tile + tid;
     if (t != ntiles - 1) {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < g1, cols);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t>(xr, gb + c * nt, gb + c * nt < g1, cols);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       const int g = gb + c * nt;
       if (g >= g1) continue;
 #if WREG
-      const Vec wg = (t == ntiles - 1) ? wv[c] : load_group<AL>(w, g, true, cols);
-      const Vec bg = (t == ntiles - 1) ? bv[c] : load_group<AL>(b, g, true, cols);
+      const Vec wg = (t == ntiles - 1) ? wv[c] : kv::load_group<VBYTES, AL, size_t>(w, g, true, cols);
+      const Vec bg = (t == ntiles - 1) ? bv[c] : kv::load_group<VBYTES, AL, size_t>(b, g, true, cols);
 #else
-      const Vec wg = load_group<AL>(w, g, true, cols);
-      const Vec bg = load_group<AL>(b, g, true, cols);
+      const Vec wg = kv::load_group<VBYTES, AL, size_t>(w, g, true, cols);
+      const Vec bg = kv::load_group<VBYTES, AL, size_t>(b, g, true, cols);
 #endif
-      store_group<AL>(yr, g, cols, normalize(v[c], wg, bg, mean, rstd));
+      // STCS: streaming stores (y is not read again).
+      kv::store_group<VBYTES, AL, STCS, size_t>(yr, g, cols, normalize(v[c], wg, bg, mean, rstd));
     }
   }
   if (cs > 1) cluster.barrier_wait();  // keep `part` alive until every block has read it

@@ -25,142 +25,20 @@
 // @kevolve launch  layernorm_warp grid=ceil_div(rows, WARPS * ROWS) block=32*WARPS smem=0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
-#if VBYTES == 16
-typedef uint4 Raw;
-#elif VBYTES == 8
-typedef uint2 Raw;
-#else
-typedef unsigned int Raw;
-#endif
-// A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
-// kept packed (two per 32-bit register) and converted with 32-bit operations.
-union Vec {
-  Raw r;
-  unsigned int w[VBYTES / 4];
-  T v[VEC];
-};
-
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
-// the accesses are scalar and stop at cols.
-template <bool AL>
-__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
-  Vec u;
-  u.r = Raw{};
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + (size_t)g * VEC);
-  } else if (ok) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[(size_t)g * VEC + k];
-  }
-  return u;
-}
-
-template <bool AL>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
-  if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
-    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-    else *q = u.r;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
-  }
-}
-
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// An identity byte permute that the compilers cannot see through: floats converted from
-// u before it are not kept alive across it (they are converted again, which is cheap),
-// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
-// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
-__device__ __forceinline__ void launder(Vec& u) {
-#pragma unroll
-  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
-}
-
-// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
-// group of an unaligned row.
-template <bool AL>
-__device__ __forceinline__ int group_count(int g, int g1, int cols) {
-  if (g >= g1) return 0;
-  return AL ? VEC : min(VEC, cols - g * VEC);
-}
-
-// Count, mean, and sum of squared deviations from the mean.
-struct Stats {
-  float n, mean, m2;
-};
-
-// Chan et al.'s pairwise merge. Not symmetric in its bits: callers pass the lower part first.
-__device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
-  // An empty side leaves the other unchanged; this also keeps d * d * a.n * f from
-  // inf * 0 when |mean| > 1.8e19.
-  if (a.n == 0.f) return b;
-  if (b.n == 0.f) return a;
-  const float n = a.n + b.n;
-  if (n == 0.f) return a;
-  const float f = b.n / n;
-  const float d = b.mean - a.mean;
-  Stats r;
-  r.n = n;
-  r.mean = fmaf(d, f, a.mean);
-  r.m2 = a.m2 + b.m2 + d * d * a.n * f;
-  return r;
-}
+// A group of VEC elements as raw bits (kv::Group): one 16-, 8- or 4-byte access. 16-bit
+// types are kept packed (two per 32-bit register) and converted with 32-bit operations.
+typedef kv::Group<VBYTES> Vec;
 
 // Butterfly over the warp, lower lane first: every lane ends with the same bits.
-__device__ __forceinline__ Stats warp_merge(Stats s) {
+__device__ __forceinline__ kv::Stats warp_merge(kv::Stats s) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    Stats p;
+    kv::Stats p;
     p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
     p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
     p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
-    s = (lane & o) ? merge(p, s) : merge(s, p);
+    s = (lane & o) ? kv::merge(p, s) : kv::merge(s, p);
   }
   return s;
 }
@@ -168,44 +46,44 @@ __device__ __forceinline__ Stats warp_merge(Stats s) {
 // Statistics of one thread's part of a tile (chunk c is group gb + c * stride), exact
 // two-pass in registers: the mean of the part, then squared deviations from it.
 template <bool AL, int CH>
-__device__ __forceinline__ Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
+__device__ __forceinline__ kv::Stats tile_stats(Vec (&v)[CH], int gb, int stride, int g1, int cols) {
   int cnt = 0;
   float s = 0.f;  // missing elements are zeros: they add nothing
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
-    cnt += group_count<AL>(gb + c * stride, g1, cols);
+    cnt += kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
     float f[VEC];
-    unpack(v[c], f);
+    kv::unpack(v[c], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) s += f[k];
-    launder(v[c]);
+    kv::launder(v[c]);
   }
   const float mean = cnt > 0 ? s / (float)cnt : 0.f;
   float q = 0.f;
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
-    const int nv = group_count<AL>(gb + c * stride, g1, cols);
+    const int nv = kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
     float f[VEC];
-    unpack(v[c], f);
+    kv::unpack(v[c], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
       const float d = f[k] - mean;
       if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
     }
-    launder(v[c]);
+    kv::launder(v[c]);
   }
-  return Stats{(float)cnt, mean, q};
+  return kv::Stats{(float)cnt, mean, q};
 }
 
 // y = (x - mean) * rstd * w + b for one group.
 __device__ __forceinline__ Vec normalize(const Vec& x, const Vec& w, const Vec& b, float mean, float rstd) {
   float f[VEC], wf[VEC], bf[VEC];
-  unpack(x, f);
-  unpack(w, wf);
-  unpack(b, bf);
+  kv::unpack(x, f);
+  kv::unpack(w, wf);
+  kv::unpack(b, bf);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
-  return pack(f);
+  return kv::pack<VBYTES>(f);
 }
 
 template <bool AL, int CH>
@@ -237,7 +115,7 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], lane + 32 * c, live[r] && lane + 32 * c < ngroups, cols);
+      for (int c = 0; c < CH; ++c) v[r][c] = kv::load_group<VBYTES, AL, size_t>(xr[r], lane + 32 * c, live[r] && lane + 32 * c < ngroups, cols);
     float s[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -245,10 +123,10 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
 #pragma unroll
       for (int c = 0; c < CH; ++c) {
         float f[VEC];
-        unpack(v[r][c], f);
+        kv::unpack(v[r][c], f);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) s[r] += f[k];
-        launder(v[r][c]);
+        kv::launder(v[r][c]);
       }
     }
 #pragma unroll
@@ -262,15 +140,15 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
 #pragma unroll
       for (int c = 0; c < CH; ++c) {
         const int g = lane + 32 * c;
-        const int nv = group_count<AL>(g, ngroups, cols);
+        const int nv = kv::group_count<VBYTES, AL>(g, ngroups, cols);
         float f[VEC];
-        unpack(v[r][c], f);
+        kv::unpack(v[r][c], f);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
           const float d = f[k] - mean[r];
           if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
         }
-        launder(v[r][c]);
+        kv::launder(v[r][c]);
       }
       s[r] = q;
     }
@@ -281,27 +159,27 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) rstd[r] = rsqrtf(s[r] * inv + eps);
   } else {
-    Stats st[ROWS];
+    kv::Stats st[ROWS];
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r) st[r] = Stats{0.f, 0.f, 0.f};
+    for (int r = 0; r < ROWS; ++r) st[r] = kv::Stats{0.f, 0.f, 0.f};
     for (int t = 0; t < ntiles; ++t) {
       const int gb = t * 32 * CH + lane;
 #pragma unroll
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-        for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+        for (int c = 0; c < CH; ++c) v[r][c] = kv::load_group<VBYTES, AL, size_t>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
 #pragma unroll
-      for (int r = 0; r < ROWS; ++r) st[r] = merge(st[r], tile_stats<AL, CH>(v[r], gb, 32, ngroups, cols));
+      for (int r = 0; r < ROWS; ++r) st[r] = kv::merge(st[r], tile_stats<AL, CH>(v[r], gb, 32, ngroups, cols));
     }
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1)
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) {
-        Stats p;
+        kv::Stats p;
         p.n = __shfl_xor_sync(0xffffffffu, st[r].n, o);
         p.mean = __shfl_xor_sync(0xffffffffu, st[r].mean, o);
         p.m2 = __shfl_xor_sync(0xffffffffu, st[r].m2, o);
-        st[r] = (lane & o) ? merge(p, st[r]) : merge(st[r], p);
+        st[r] = (lane & o) ? kv::merge(p, st[r]) : kv::merge(st[r], p);
       }
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -317,17 +195,18 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
         for (int c = 0; c < CH; ++c)
-          v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+          v[r][c] = kv::load_group<VBYTES, AL, size_t>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       const int g = gb + 32 * c;
       if (g >= ngroups) continue;
-      const Vec wv = load_group<AL>(w, g, true, cols);  // shared by the warp's rows
-      const Vec bv = load_group<AL>(b, g, true, cols);
+      const Vec wv = kv::load_group<VBYTES, AL, size_t>(w, g, true, cols);  // shared by the warp's rows
+      const Vec bv = kv::load_group<VBYTES, AL, size_t>(b, g, true, cols);
+      // STCS: streaming stores (y is not read again).
 #pragma unroll
       for (int r = 0; r < ROWS; ++r)
-        if (live[r]) store_group<AL>(yr[r], g, cols, normalize(v[r][c], wv, bv, mean[r], rstd[r]));
+        if (live[r]) kv::store_group<VBYTES, AL, STCS, size_t>(yr[r], g, cols, normalize(v[r][c], wv, bv, mean[r], rstd[r]));
     }
   }
 }

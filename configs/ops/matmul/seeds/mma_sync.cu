@@ -67,14 +67,7 @@ __device__ __forceinline__ int swz(int idx) {
   return idx ^ ((idx / kLine) & 7);
 }
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -153,13 +146,13 @@ struct Loader {
 #pragma unroll
     for (int i = 0; i < kA; ++i) {
       const bool ok = k_ok && ((a_rows_ok >> i) & 1u);
-      cp_async16(sa + a_off + i * (NTHREADS * 16), ok ? a + (i * a_step + k0) : A, ok ? 16 : 0);
+      kv::cp_async16(sa + a_off + i * (NTHREADS * 16), ok ? a + (i * a_step + k0) : A, ok ? 16 : 0);
     }
     const T* bk = b + (size_t)k0 * N;
 #pragma unroll
     for (int i = 0; i < kB; ++i) {
       const bool ok = b_col_ok && k0 + kb0 + i * kRowStepB < K;
-      cp_async16(sb + b_off + i * (NTHREADS * 16), ok ? bk + i * b_step : B, ok ? 16 : 0);
+      kv::cp_async16(sb + b_off + i * (NTHREADS * 16), ok ? bk + i * b_step : B, ok ? 16 : 0);
     }
   }
 };
@@ -204,7 +197,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[MI][NI][4], T* smem, const
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   T* sA = smem;
   T* sB = smem + STAGES * A_ELEMS;
-  const unsigned sa0 = smem_u32(sA), sb0 = smem_u32(sB);
+  const unsigned sa0 = kv::smem_addr(sA), sb0 = kv::smem_addr(sB);
   const int ktiles = (K + BK - 1) / BK;
   Loader ld;
   if (ALIGNED) ld.init(A, B, M, N, K, bm, bn, tid);

@@ -78,13 +78,6 @@ static_assert(BN == 64 || BN == 128 || BN == 256, "B is stored in 64-column swiz
 static_assert(BM % (64 * WGS) == 0, "each warpgroup owns whole m64 tiles");
 static_assert(STAGES >= 2 + (1 - LATE_LOAD), "pipeline depth");
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -247,7 +240,7 @@ struct Loader {
 #pragma unroll
     for (int i = 0; i < kA; ++i) {
       const bool ok = k_ok && ((a_rows_ok >> i) & 1u);
-      cp_async16(s + a_off + i * (kRowStepA * 128), ok ? a + (i * a_step + k0) : A, ok ? 16 : 0);
+      kv::cp_async16(s + a_off + i * (kRowStepA * 128), ok ? a + (i * a_step + k0) : A, ok ? 16 : 0);
     }
     const T* bk = b + (size_t)k0 * (b_step / kRowStepB);
     const int cb7 = (threadIdx.x % (BN / 8)) % 8;
@@ -255,7 +248,7 @@ struct Loader {
     for (int i = 0; i < kB; ++i) {
       const int r = kb0 + i * kRowStepB;  // k row inside the tile
       const bool ok = b_col_ok && k0 + r < K;
-      cp_async16(s + b_off + i * (kRowStepB * 128) + ((cb7 ^ (r & 7)) << 4), ok ? bk + i * b_step : B, ok ? 16 : 0);
+      kv::cp_async16(s + b_off + i * (kRowStepB * 128) + ((cb7 ^ (r & 7)) << 4), ok ? bk + i * b_step : B, ok ? 16 : 0);
     }
   }
 };
@@ -367,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 matmul_wgmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, int M, int N, int K) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Swizzle atoms must start on 1024-byte boundaries (the launch asks for 1024 spare bytes).
-  const unsigned raw = smem_u32(smem_raw);
+  const unsigned raw = kv::smem_addr(smem_raw);
   const unsigned pad = (1024u - (raw & 1023u)) & 1023u;
   unsigned char* sp0 = smem_raw + pad;
   const unsigned s0 = raw + pad;

@@ -21,115 +21,14 @@
 // @kevolve launch  rmsnorm_block grid=rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
-#if VBYTES == 16
-typedef uint4 Raw;
-#elif VBYTES == 8
-typedef uint2 Raw;
-#else
-typedef unsigned int Raw;
-#endif
 // A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
 // kept packed (two per 32-bit register) and converted with 32-bit operations.
-union Vec {
-  Raw r;
-  unsigned int w[VBYTES / 4];
-  T v[VEC];
-};
-
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
-// the accesses are scalar and stop at cols.
-template <bool AL>
-__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
-  Vec u;
-  u.r = Raw{};
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + (size_t)g * VEC);
-  } else if (ok) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[(size_t)g * VEC + k];
-  }
-  return u;
-}
-
-template <bool AL>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
-  if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
-    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-    else *q = u.r;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
-  }
-}
-
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// An identity byte permute that the compilers cannot see through: floats converted from
-// u before it are not kept alive across it (they are converted again, which is cheap),
-// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
-// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
-__device__ __forceinline__ void launder(Vec& u) {
-#pragma unroll
-  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
-}
-
-// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
-// group of an unaligned row.
-template <bool AL>
-__device__ __forceinline__ int group_count(int g, int g1, int cols) {
-  if (g >= g1) return 0;
-  return AL ? VEC : min(VEC, cols - g * VEC);
-}
+typedef kv::Group<VBYTES> Vec;
 
 // Block-wide sum; every thread gets the same value.
 __device__ __forceinline__ float block_sum(float s) {
   __shared__ float red[BLOCK / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  s = kv::reduce_sum<true>(s, nullptr);  // warp butterfly
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
   __syncthreads();
   s = 0.f;
@@ -153,21 +52,21 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
   for (int t = 0; t < ntiles; ++t) {
     const int gb = t * tile + tid;
 #pragma unroll
-    for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
+    for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
 #if WREG
     if (t == ntiles - 1) {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) wv[c] = load_group<AL>(w, gb + c * nt, gb + c * nt < ngroups, cols);
+      for (int c = 0; c < CH; ++c) wv[c] = kv::load_group<VBYTES, AL, size_t>(w, gb + c * nt, gb + c * nt < ngroups, cols);
     }
 #endif
     float s = 0.f;  // missing elements are zeros
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       float f[VEC];
-      unpack(v[c], f);
+      kv::unpack(v[c], f);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
-      launder(v[c]);
+      kv::launder(v[c]);
     }
     ss += s;
   }
@@ -178,7 +77,7 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
     const int gb = t * tile + tid;
     if (t != ntiles - 1) {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
@@ -186,14 +85,14 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
       if (g >= ngroups) continue;
       float f[VEC], wf[VEC];
 #if WREG
-      unpack(t == ntiles - 1 ? wv[c] : load_group<AL>(w, g, true, cols), wf);
+      kv::unpack(t == ntiles - 1 ? wv[c] : kv::load_group<VBYTES, AL, size_t>(w, g, true, cols), wf);
 #else
-      unpack(load_group<AL>(w, g, true, cols), wf);
+      kv::unpack(kv::load_group<VBYTES, AL, size_t>(w, g, true, cols), wf);
 #endif
-      unpack(v[c], f);
+      kv::unpack(v[c], f);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
-      store_group<AL>(yr, g, cols, pack(f));
+      kv::store_group<VBYTES, AL, STCS, size_t>(yr, g, cols, kv::pack<VBYTES>(f));  // STCS: streaming store, y is not read again
     }
   }
 }

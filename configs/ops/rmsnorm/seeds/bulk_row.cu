@@ -37,101 +37,9 @@
 namespace cg = cooperative_groups;
 
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
-union Vec {
-  uint4 r;
-  unsigned int w[4];
-  float f[4];
-  T v[VEC];
-};
-
-// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
-// shared memory; completion is counted on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// ---- element helpers: 16-bit types stay packed two per word, converted with 32-bit ops ----
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// ---- sum over a warp (WARP) or over the block (blockDim.x a multiple of 32); every
-// participating thread gets the same bits ----
-template <bool WARP>
-__device__ __forceinline__ float reduce_sum(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (WARP) return v;
-  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = lane < nw ? red[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// A 16-byte group as raw bits; 16-bit types stay packed two per word (kv::unpack and
+// kv::pack convert them with 32-bit operations).
+typedef kv::Group<16> Vec;
 
 // One row's slice in shared memory (n elements from column c0, padded with zeros to
 // whole groups) -> y. Threads `t` of `nt` (a warp when WARP, else the block; then a
@@ -146,11 +54,11 @@ __device__ __forceinline__ void rms_slice(const T* srow, const T* __restrict__ w
 #pragma unroll 4
   for (int g = t; g < ng; g += nt) {
     float f[VEC];
-    unpack(sv[g], f);
+    kv::unpack(sv[g], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
   }
-  float ss = reduce_sum<WARP>(s, red);  // 0 for an empty slice
+  float ss = kv::reduce_sum<WARP>(s, red);  // 0 for an empty slice
   if (!WARP && cs > 1) {
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) *part = ss;
@@ -173,20 +81,12 @@ __device__ __forceinline__ void rms_slice(const T* srow, const T* __restrict__ w
       for (int k = 0; k < VEC; ++k)
         if (g * VEC + k < n) wv.v[k] = wrow[g * VEC + k];
     }
-    unpack(wv, wf);
-    unpack(sv[g], f);
+    kv::unpack(wv, wf);
+    kv::unpack(sv[g], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
-    const Vec u = pack(f);
-    if (AL) {
-      uint4* q = reinterpret_cast<uint4*>(yrow + g * VEC);
-      if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-      else *q = u.r;
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k)
-        if (g * VEC + k < n) yrow[g * VEC + k] = u.v[k];
-    }
+    const Vec u = kv::pack<16>(f);
+    kv::store_group<16, AL, STCS>(yrow, g, n, u);  // STCS: streaming store, y is not read again
   }
 }
 
@@ -221,13 +121,13 @@ rmsnorm_bulk(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
   auto issue = [&](int i, int s) {
     const int row0 = (t0 + i) * R, nr = min(R, rows - row0);
     const unsigned bytes = (unsigned)(nr * n * KV_SIZEOF_T);
-    mbar_expect(&bar[s], bytes);
-    if (bytes > 0) bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
+    kv::mbar_expect(&bar[s], bytes);
+    if (bytes > 0) kv::bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
   };
   if (al) {
     if (tid == 0) {
-      mbar_init(&bar[0]);
-      mbar_init(&bar[1]);
+      kv::mbar_init(&bar[0]);
+      kv::mbar_init(&bar[1]);
       issue(0, 0);
     }
     __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -242,7 +142,7 @@ rmsnorm_bulk(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // order our accesses to that stage before the copy
         issue(i + 1, (i + 1) & 1);  // its stage was released by the barrier that ended tile i - 1
       }
-      mbar_wait(&bar[s], parity);
+      kv::mbar_wait(&bar[s], parity);
     } else {
       const T zero = kv::from_float<T>(0.f);
       const T* xs = x + (size_t)row0 * cols + c0;

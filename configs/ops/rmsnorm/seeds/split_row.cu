@@ -41,115 +41,9 @@
 // @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
 // @kevolve scratch sync (4 + 4 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
-union Vec {
-  uint4 r;
-  unsigned int w[4];
-  float f[4];
-  T v[VEC];
-};
-
-// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
-// shared memory; completion is counted on `bar`.
-// kind 1 (statistics, re-read later) asks L2 to keep the bytes (evict_last), kind 2 (the
-// re-read) to drop them first; kind 0 gives no hint (evict_first there measured 4% slower).
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar,
-                                          int kind) {
-  if (kind != 0) {
-    unsigned long long pol;
-    if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
-        "%4;" ::"r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
-        : "memory");
-  } else {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-            smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
-  }
-}
-
-// ---- element helpers: 16-bit types stay packed two per word, converted with 32-bit ops ----
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// ---- sum over a warp (WARP) or over the block (blockDim.x a multiple of 32); every
-// participating thread gets the same bits ----
-template <bool WARP>
-__device__ __forceinline__ float reduce_sum(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (WARP) return v;
-  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = lane < nw ? red[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// A 16-byte group as raw bits; 16-bit types stay packed two per word (kv::unpack and
+// kv::pack convert them with 32-bit operations).
+typedef kv::Group<16> Vec;
 
 // Group g of a global vector (w or b from this chunk's first column): one 16-byte
 // read-only load when aligned, else the elements below n (zeros past it).
@@ -165,24 +59,11 @@ __device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n,
   return u;
 }
 
-// ---- cross-block signalling through global memory ----
-// A row's partials live in 64-bit slots, each written and read whole (single-copy
-// atomic), so a slot is its own flag: all-zero bits mean "not yet". The second word is
-// stored with its sign bit set (a nonnegative value, or a marker), so no partial has
-// all-zero bits. Publishing is one store, waiting is reading the slots: one round trip
-// to L2 each, where a counter would add two more.
-__device__ __forceinline__ void put_pair(float2* p, float2 v) {
-  const unsigned long long b = (unsigned long long)__float_as_uint(v.y) << 32 | __float_as_uint(v.x);
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(b) : "memory");
-}
-__device__ __forceinline__ unsigned long long get_bits(const float2* p) {
-  unsigned long long b;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(b) : "l"(p) : "memory");
-  return b;
-}
-__device__ __forceinline__ float2 as_pair(unsigned long long b) {
-  return make_float2(__uint_as_float((unsigned)b), __uint_as_float((unsigned)(b >> 32)));
-}
+// Cross-block signalling: a row's partials live in 64-bit slots (kv::slot_put,
+// kv::slot_bits), each written and read whole, so a slot is its own flag: all-zero bits
+// mean "not yet". The second word is stored with its sign bit set (a nonnegative value,
+// or a marker), so no partial has all-zero bits. Publishing is one store, waiting is
+// reading the slots: one round trip to L2 each, where a counter would add two more.
 
 // Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps), then scratch (sync).
 extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
@@ -215,16 +96,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
         // Ticket order: L statistics items, then write i and statistics L + i alternating,
         // then the last L writes. L >= C puts all of a row's statistics before its writes.
         const int G = rows * C;
-        const int L = (int)min((long long)G, max((long long)C, ((long long)LAG << 20) / ((long long)ce * KV_SIZEOF_T)));
-        const int q = pos - L;
-        if (q < 0) kind_s = 1;
-        else if (q < 2 * (G - L)) {
-          kind_s = (q & 1) ? 1 : 2;
-          item_s = (q & 1) ? L + q / 2 : q / 2;
-        } else {
-          kind_s = 2;
-          item_s = G - L + (q - 2 * (G - L));
-        }
+        const int L = kv::lag_window(G, C, (long long)ce * KV_SIZEOF_T, LAG);
+        kv::lag_order(pos, G, L, item_s, kind_s);
       }
     }
     __syncthreads();
@@ -245,12 +118,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 
   if (al) {
     if (tid == 0) {
-      mbar_init(&bar);
-      mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
-      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar, kind);
+      kv::mbar_init(&bar);
+      kv::mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
+      // The L2 hint is the kind (kv::kL2None 0, kL2EvictLast 1, kL2EvictFirst 2): kind 1
+      // (statistics, re-read later) asks L2 to keep the bytes (evict_last), kind 2 (the
+      // re-read) to drop them first; kind 0 gives no hint (evict_first there measured 4% slower).
+      if (n > 0) kv::bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar, kind);
     }
     __syncthreads();
-    mbar_wait(&bar, 0);
+    kv::mbar_wait(&bar, 0);
   } else {
     for (int k = tid; k < ng * VEC; k += BLOCK) st[k] = k < n ? xs[k] : kv::from_float<T>(0.f);
     __syncthreads();
@@ -262,30 +138,29 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 #pragma unroll 4
     for (int g = tid; g < ng; g += BLOCK) {
       float f[VEC];
-      unpack(sv[g], f);
+      kv::unpack(sv[g], f);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
     }
-    ss = reduce_sum<false>(s, red0);  // every thread; 0 for an empty chunk
+    ss = kv::reduce_sum<false>(s, red0);  // every thread; 0 for an empty chunk
   }
   if (warp == 0) {
     float tot = ss;
     if (C > 1) {
       float2* const pr = part + (size_t)row * C;
       if (kind != 2 && lane == 0) {
-        put_pair(pr + chunk, make_float2(ss, -0.f));
-        put_pair(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
+        kv::slot_put(pr + chunk, make_float2(ss, -0.f));
+        kv::slot_put(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
       }
       if (kind != 1) {
         tot = 0.f;
         for (int k = lane; k < C; k += 32) {
           unsigned long long bits;
-          for (int spins = 0; (bits = get_bits(pr + k)) == 0ull;)
+          for (int spins = 0; (bits = kv::slot_bits(pr + k)) == 0ull;)
             if (++spins > 8) __nanosleep(32);
-          tot += as_pair(bits).x;
+          tot += kv::slot_value(bits).x;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+        tot = kv::reduce_sum<true>(tot, nullptr);
       }
     }
     if (lane == 0) fin[0] = rsqrtf(tot / (float)cols + eps);
@@ -298,18 +173,12 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 #pragma unroll 2
   for (int g = tid; g < ng; g += BLOCK) {
     float f[VEC], wf[VEC];
-    unpack(sv[g], f);
-    unpack(load_param(ws_w, g, n, al), wf);
+    kv::unpack(sv[g], f);
+    kv::unpack(load_param(ws_w, g, n, al), wf);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
-    const Vec u = pack(f);
-    if (al) {
-      uint4* q = reinterpret_cast<uint4*>(ys + g * VEC);
-      if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-      else *q = u.r;
-    } else {
-      for (int k = 0; k < VEC; ++k)
-        if (g * VEC + k < n) ys[g * VEC + k] = u.v[k];
-    }
+    const Vec u = kv::pack<16>(f);
+    if (al) kv::store_group<16, true, STCS>(ys, g, n, u);  // STCS: streaming store, y is not read again
+    else kv::store_group<16, false, STCS>(ys, g, n, u);
   }
 }

@@ -19,109 +19,9 @@
 // @kevolve launch  rmsnorm_warp grid=ceil_div(rows, WARPS * ROWS) block=32*WARPS smem=0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
-#if VBYTES == 16
-typedef uint4 Raw;
-#elif VBYTES == 8
-typedef uint2 Raw;
-#else
-typedef unsigned int Raw;
-#endif
 // A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
 // kept packed (two per 32-bit register) and converted with 32-bit operations.
-union Vec {
-  Raw r;
-  unsigned int w[VBYTES / 4];
-  T v[VEC];
-};
-
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row, or zeros when !ok. AL: the row is
-// VBYTES-aligned and cols % VEC == 0, so a group is either whole or absent; otherwise
-// the accesses are scalar and stop at cols.
-template <bool AL>
-__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
-  Vec u;
-  u.r = Raw{};
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + (size_t)g * VEC);
-  } else if (ok) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[(size_t)g * VEC + k];
-  }
-  return u;
-}
-
-template <bool AL>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
-  if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + (size_t)g * VEC);
-    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-    else *q = u.r;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[(size_t)g * VEC + k] = u.v[k];
-  }
-}
-
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.v[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.v[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// An identity byte permute that the compilers cannot see through: floats converted from
-// u before it are not kept alive across it (they are converted again, which is cheap),
-// so a tile lives in registers once, as raw bits, not also as floats. (An empty asm is
-// not enough: ptxas looks through it and keeps f16 conversions alive, then spills.)
-__device__ __forceinline__ void launder(Vec& u) {
-#pragma unroll
-  for (int j = 0; j < VBYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
-}
-
-// Elements of group g that exist: 0 at or past g1, fewer than VEC only for the last
-// group of an unaligned row.
-template <bool AL>
-__device__ __forceinline__ int group_count(int g, int g1, int cols) {
-  if (g >= g1) return 0;
-  return AL ? VEC : min(VEC, cols - g * VEC);
-}
+typedef kv::Group<VBYTES> Vec;
 
 template <bool AL, int CH>
 __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
@@ -150,17 +50,17 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+      for (int c = 0; c < CH; ++c) v[r][c] = kv::load_group<VBYTES, AL, size_t>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       float s = 0.f;  // missing elements are zeros
 #pragma unroll
       for (int c = 0; c < CH; ++c) {
         float f[VEC];
-        unpack(v[r][c], f);
+        kv::unpack(v[r][c], f);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) s = fmaf(f[k], f[k], s);
-        launder(v[r][c]);
+        kv::launder(v[r][c]);
       }
       ss[r] += s;
     }
@@ -180,22 +80,22 @@ __device__ __forceinline__ void warp_rows(const T* __restrict__ x, const T* __re
       for (int r = 0; r < ROWS; ++r)
 #pragma unroll
         for (int c = 0; c < CH; ++c)
-          v[r][c] = load_group<AL>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
+          v[r][c] = kv::load_group<VBYTES, AL, size_t>(xr[r], gb + 32 * c, live[r] && gb + 32 * c < ngroups, cols);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       const int g = gb + 32 * c;
       if (g >= ngroups) continue;
       float wf[VEC];
-      unpack(load_group<AL>(w, g, true, cols), wf);
+      kv::unpack(kv::load_group<VBYTES, AL, size_t>(w, g, true, cols), wf);
 #pragma unroll
       for (int r = 0; r < ROWS; ++r) {
         if (!live[r]) continue;
         float f[VEC];
-        unpack(v[r][c], f);
+        kv::unpack(v[r][c], f);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd[r] * wf[k];
-        store_group<AL>(yr[r], g, cols, pack(f));
+        kv::store_group<VBYTES, AL, STCS, size_t>(yr[r], g, cols, kv::pack<VBYTES>(f));  // STCS: streaming store, y is not read again
       }
     }
   }

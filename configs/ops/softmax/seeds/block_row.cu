@@ -26,162 +26,31 @@
 
 #define VEC (VBYTES / KV_SIZEOF_T)
 #define NWORD (VBYTES / 4)
-#if VBYTES == 16
-typedef uint4 Raw;
-#elif VBYTES == 8
-typedef uint2 Raw;
-#else
-typedef unsigned int Raw;
-#endif
 // A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
-// kept packed (two per 32-bit word) and converted with 32-bit operations.
-union Vec {
-  Raw r;
-  unsigned int w[NWORD];
-  T v[VEC];
-};
-
-// A 32-bit word of -inf elements.
-#if defined(KV_DTYPE_F32)
-#define NEG_WORD 0xff800000u
-#elif defined(KV_DTYPE_BF16)
-#define NEG_WORD 0xff80ff80u
-#else
-#define NEG_WORD 0xfc00fc00u
-#endif
+// kept packed (two per 32-bit word) and converted with 32-bit operations. Groups are
+// loaded with kv::load_group, missing elements (past cols, or the whole group when !ok)
+// read as -inf (fill KV_NEG_INF_WORD); AL: the row is VBYTES-aligned and cols % VEC == 0,
+// so a group is whole or absent; otherwise the accesses are scalar.
+typedef kv::Group<VBYTES> Vec;
 #define LOG2E 1.4426950408889634f
-
-// 2^x in one MUFU.EX2 (flushes denormal results to zero; 2^-inf = +0).
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// 1/x, within an ulp (x >= 1 here: the sum includes the max element's e = 1).
-__device__ __forceinline__ float rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row; the whole group when !ok, and
-// elements at or past cols, read as -inf. AL: the row is VBYTES-aligned and
-// cols % VEC == 0, so a group is whole or absent; otherwise the accesses are scalar.
-template <bool AL>
-__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
-  Vec u;
-#pragma unroll
-  for (int j = 0; j < NWORD; ++j) u.w[j] = NEG_WORD;
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + g * VEC);
-  } else if (ok) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[g * VEC + k];
-  }
-  return u;
-}
-
-template <bool AL>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
-  if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + g * VEC);
-    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-    else *q = u.r;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[g * VEC + k] = u.v[k];
-  }
-}
-
-// Elementwise max of two words (one f32, or two packed 16-bit values).
-__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
-#if defined(KV_DTYPE_F32)
-  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
-#else
-  unsigned int d;
-#if defined(KV_DTYPE_BF16)
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-#endif
-}
 
 // Folds a group into a running word max (a tree inside the group, for ILP).
 __device__ __forceinline__ unsigned int max_group(unsigned int acc, const Vec& u) {
 #if NWORD == 4
-  return wmax(acc, wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+  return kv::word_max2(acc, kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
 #elif NWORD == 2
-  return wmax(acc, wmax(u.w[0], u.w[1]));
+  return kv::word_max2(acc, kv::word_max2(u.w[0], u.w[1]));
 #else
-  return wmax(acc, u.w[0]);
+  return kv::word_max2(acc, u.w[0]);
 #endif
-}
-
-// The max of the elements of a word, as a float.
-__device__ __forceinline__ float word_max(unsigned int a) {
-#if defined(KV_DTYPE_F32)
-  return __uint_as_float(a);
-#elif defined(KV_DTYPE_BF16)
-  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
-#else
-  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
-  return fmaxf(p.x, p.y);
-#endif
-}
-
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = __uint_as_float(u.w[k]);
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.w[k] = __float_as_uint(f[k]);
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
 }
 
 // e = 2^(x*log2e + nml) for a group (nml = -max*log2e), and the group's sum (a tree).
 __device__ __forceinline__ float exp_group(const Vec& u, float nml, float (&e)[VEC]) {
   float f[VEC];
-  unpack(u, f);
+  kv::unpack(u, f);
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) e[k] = ex2(fmaf(f[k], LOG2E, nml));
+  for (int k = 0; k < VEC; ++k) e[k] = kv::ex2(fmaf(f[k], LOG2E, nml));
   float t[VEC];
 #pragma unroll
   for (int k = 0; k < VEC; ++k) t[k] = e[k];
@@ -228,28 +97,28 @@ __device__ __forceinline__ void reg_row(const T* __restrict__ xr, T* __restrict_
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
     const int g = tid + c * nt;
-    if (FULL || (c + 1) * nt <= ngroups) v[c] = load_group<AL>(xr, g, true, cols);
-    else if (c * nt < ngroups) v[c] = load_group<AL>(xr, g, g < ngroups, cols);
+    if (FULL || (c + 1) * nt <= ngroups) v[c] = kv::load_group<VBYTES, AL>(xr, g, true, cols, KV_NEG_INF_WORD);
+    else if (c * nt < ngroups) v[c] = kv::load_group<VBYTES, AL>(xr, g, g < ngroups, cols, KV_NEG_INF_WORD);
   }
-  unsigned int macc = NEG_WORD;
+  unsigned int macc = KV_NEG_INF_WORD;
 #pragma unroll
   for (int c = 0; c < CH; ++c)
     if (FULL || c * nt < ngroups) macc = max_group(macc, v[c]);
-  const float m = block_max(word_max(macc));  // finite: the row has an element
+  const float m = block_max(kv::word_max(macc));  // finite: the row has an element
   const float nml = -m * LOG2E;
   float e[CH][VEC];
   float s = 0.f;
 #pragma unroll
   for (int c = 0; c < CH; ++c)
     if (FULL || c * nt < ngroups) s += exp_group(v[c], nml, e[c]);
-  const float inv = rcp(block_sum(s));
+  const float inv = kv::rcp(block_sum(s));  // the sum >= 1: it includes the max element's e = 1
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
     const int g = tid + c * nt;
     if (FULL || (c * nt < ngroups && g < ngroups)) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) e[c][k] *= inv;
-      store_group<AL>(yr, g, cols, pack(e[c]));
+      kv::store_group<VBYTES, AL, STCS>(yr, g, cols, kv::pack<VBYTES>(e[c]));
     }
   }
 }
@@ -270,15 +139,15 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, T* __restric
     const int gb = t * tile + tid;
     if (AL && (t + 1) * tile <= ngroups) {  // a whole tile: no checks
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, true, cols);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL>(xr, gb + c * nt, true, cols, KV_NEG_INF_WORD);
     } else {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL>(xr, gb + c * nt, gb + c * nt < ngroups, cols, KV_NEG_INF_WORD);
     }
-    unsigned int macc = NEG_WORD;
+    unsigned int macc = KV_NEG_INF_WORD;
 #pragma unroll
     for (int c = 0; c < CH; ++c) macc = max_group(macc, v[c]);
-    const float mt = word_max(macc);
+    const float mt = kv::word_max(macc);
     if (mt != kv::neg_inf()) {  // else this thread has no element in this tile
       const float mn = fmaxf(m, mt);
       const float nml = -mn * LOG2E;
@@ -288,19 +157,19 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, T* __restric
         float e[VEC];
         st += exp_group(v[c], nml, e);
       }
-      s = s * ex2((m - mn) * LOG2E) + st;  // m = -inf: s = 0, ex2(-inf) = 0
+      s = s * kv::ex2((m - mn) * LOG2E) + st;  // m = -inf: s = 0, ex2(-inf) = 0
       m = mn;
     }
   }
   const float M = block_max(m);
-  const float inv = rcp(block_sum(s * ex2((m - M) * LOG2E)));
+  const float inv = kv::rcp(block_sum(s * kv::ex2((m - M) * LOG2E)));
   const float nml = -M * LOG2E;
 
   for (int t = ntiles - 1; t >= 0; --t) {
     const int gb = t * tile + tid;
     if (t != ntiles - 1) {  // a whole tile
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xr, gb + c * nt, true, cols);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL>(xr, gb + c * nt, true, cols, KV_NEG_INF_WORD);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
@@ -310,7 +179,7 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, T* __restric
       exp_group(v[c], nml, e);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) e[k] *= inv;
-      store_group<AL>(yr, g, cols, pack(e));
+      kv::store_group<VBYTES, AL, STCS>(yr, g, cols, kv::pack<VBYTES>(e));
     }
   }
 }

@@ -32,129 +32,10 @@
 namespace cg = cooperative_groups;
 
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
-union Vec {
-  uint4 r;
-  unsigned int w[4];
-  float f[4];
-  T v[VEC];
-};
-
-#if defined(KV_DTYPE_F32)
-#define NEG_WORD 0xff800000u
-#elif defined(KV_DTYPE_BF16)
-#define NEG_WORD 0xff80ff80u
-#else
-#define NEG_WORD 0xfc00fc00u
-#endif
+typedef kv::Group<16> Vec;
 #define LOG2E 1.4426950408889634f
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
-// shared memory; completion is counted on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// ---- element helpers ----
-__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
-#if defined(KV_DTYPE_F32)
-  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
-#else
-  unsigned int d;
-#if defined(KV_DTYPE_BF16)
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-#endif
-}
-__device__ __forceinline__ float word_max(unsigned int a) {
-#if defined(KV_DTYPE_F32)
-  return __uint_as_float(a);
-#elif defined(KV_DTYPE_BF16)
-  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
-#else
-  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
-  return fmaxf(p.x, p.y);
-#endif
-}
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
-// ---- reductions: over a warp (WARP) or over the block (blockDim.x a multiple of 32) ----
+// ---- max over a warp (WARP) or over the block (blockDim.x a multiple of 32), as kv::reduce_sum ----
 template <bool WARP>
 __device__ __forceinline__ float reduce_max(float v, float* red) {
 #pragma unroll
@@ -166,19 +47,6 @@ __device__ __forceinline__ float reduce_max(float v, float* red) {
   v = lane < nw ? red[lane] : kv::neg_inf();
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-template <bool WARP>
-__device__ __forceinline__ float reduce_sum(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (WARP) return v;
-  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = lane < nw ? red[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
@@ -193,30 +61,30 @@ __device__ __forceinline__ void softmax_slice(T* srow, T* __restrict__ yrow, int
                                               float* red1, Stats* part, int cs) {
   const int ng = (n + VEC - 1) / VEC;
   Vec* sv = reinterpret_cast<Vec*>(srow);
-  unsigned int macc = NEG_WORD;
+  unsigned int macc = KV_NEG_INF_WORD;
 #pragma unroll 4
   for (int g = t; g < ng; g += nt) {
     const Vec u = sv[g];
-    macc = wmax(macc, wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+    macc = kv::word_max2(macc, kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
   }
-  const float mb = reduce_max<WARP>(word_max(macc), red0);  // -inf only for an empty slice
+  const float mb = reduce_max<WARP>(kv::word_max(macc), red0);  // -inf only for an empty slice
   const float nml = mb == kv::neg_inf() ? 0.f : -mb * LOG2E;
   float s = 0.f;
 #pragma unroll 4
   for (int g = t; g < ng; g += nt) {
     float f[VEC];
-    unpack(sv[g], f);
+    kv::unpack(sv[g], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      f[k] = ex2(fmaf(f[k], LOG2E, nml));
+      f[k] = kv::ex2(fmaf(f[k], LOG2E, nml));
       s += f[k];
     }
 #if defined(KV_DTYPE_F32)
-    sv[g] = pack(f);  // keep e: the write pass only scales it
+    sv[g] = kv::pack<16>(f);  // keep e: the write pass only scales it
 #endif
   }
-  const float sb = reduce_sum<WARP>(s, red1);
-  float scale = rcp(sb);
+  const float sb = kv::reduce_sum<WARP>(s, red1);
+  float scale = kv::rcp(sb);
   if (!WARP && cs > 1) {
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) *part = Stats{mb, sb};
@@ -225,9 +93,9 @@ __device__ __forceinline__ void softmax_slice(T* srow, T* __restrict__ yrow, int
     const Stats p = *cluster.map_shared_rank(part, lane & (cs - 1));
     float M = p.m;
     for (int o = cs / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    float S = p.s * ex2((p.m - M) * LOG2E);  // an empty slice: 0 * 2^-inf = 0
+    float S = p.s * kv::ex2((p.m - M) * LOG2E);  // an empty slice: 0 * 2^-inf = 0
     for (int o = cs / 2; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
-    scale = ex2((mb - M) * LOG2E) * rcp(S);
+    scale = kv::ex2((mb - M) * LOG2E) * kv::rcp(S);
   }
 #if !defined(KV_DTYPE_F32)
   const float nml2 = nml;
@@ -235,25 +103,16 @@ __device__ __forceinline__ void softmax_slice(T* srow, T* __restrict__ yrow, int
 #pragma unroll 4
   for (int g = t; g < ng; g += nt) {
     float f[VEC];
-    unpack(sv[g], f);
+    kv::unpack(sv[g], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
 #if defined(KV_DTYPE_F32)
       f[k] *= scale;
 #else
-      f[k] = ex2(fmaf(f[k], LOG2E, nml2)) * scale;
+      f[k] = kv::ex2(fmaf(f[k], LOG2E, nml2)) * scale;
 #endif
     }
-    const Vec u = pack(f);
-    if (AL) {
-      uint4* q = reinterpret_cast<uint4*>(yrow + g * VEC);
-      if (STCS) __stcs(q, u.r);
-      else *q = u.r;
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k)
-        if (g * VEC + k < n) yrow[g * VEC + k] = u.v[k];
-    }
+    kv::store_group<16, AL, STCS>(yrow, g, n, kv::pack<16>(f));
   }
 }
 
@@ -287,13 +146,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 1280 / BLOCK) softmax_bulk(c
   auto issue = [&](int i, int s) {
     const int row0 = (t0 + i) * R, nr = min(R, rows - row0);
     const unsigned bytes = (unsigned)(nr * n * KV_SIZEOF_T);
-    mbar_expect(&bar[s], bytes);
-    if (bytes > 0) bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
+    kv::mbar_expect(&bar[s], bytes);
+    if (bytes > 0) kv::bulk_load(st + s * R * sl, x + (size_t)row0 * cols + c0, bytes, &bar[s]);
   };
   if (al) {
     if (tid == 0) {
-      mbar_init(&bar[0]);
-      mbar_init(&bar[1]);
+      kv::mbar_init(&bar[0]);
+      kv::mbar_init(&bar[1]);
       issue(0, 0);
     }
     __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -308,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 1280 / BLOCK) softmax_bulk(c
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our writes to that stage, before the copy's
         issue(i + 1, (i + 1) & 1);  // its stage was released by the barrier that ended tile i - 1
       }
-      mbar_wait(&bar[s], parity);
+      kv::mbar_wait(&bar[s], parity);
     } else {
       const T neg = kv::from_float<T>(kv::neg_inf());
       const T* xs = x + (size_t)row0 * cols + c0;

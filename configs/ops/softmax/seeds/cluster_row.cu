@@ -38,162 +38,31 @@ namespace cg = cooperative_groups;
 
 #define VEC (VBYTES / KV_SIZEOF_T)
 #define NWORD (VBYTES / 4)
-#if VBYTES == 16
-typedef uint4 Raw;
-#elif VBYTES == 8
-typedef uint2 Raw;
-#else
-typedef unsigned int Raw;
-#endif
 // A group of VEC elements as raw bits: one 16-, 8- or 4-byte access. 16-bit types are
-// kept packed (two per 32-bit word) and converted with 32-bit operations.
-union Vec {
-  Raw r;
-  unsigned int w[NWORD];
-  T v[VEC];
-};
-
-// A 32-bit word of -inf elements.
-#if defined(KV_DTYPE_F32)
-#define NEG_WORD 0xff800000u
-#elif defined(KV_DTYPE_BF16)
-#define NEG_WORD 0xff80ff80u
-#else
-#define NEG_WORD 0xfc00fc00u
-#endif
+// kept packed (two per 32-bit word) and converted with 32-bit operations. Groups are
+// loaded with kv::load_group, missing elements (past cols, or the whole group when !ok)
+// read as -inf (fill KV_NEG_INF_WORD); AL: the row is VBYTES-aligned and cols % VEC == 0,
+// so a group is whole or absent; otherwise the accesses are scalar.
+typedef kv::Group<VBYTES> Vec;
 #define LOG2E 1.4426950408889634f
-
-// 2^x in one MUFU.EX2 (flushes denormal results to zero; 2^-inf = +0).
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// 1/x, within an ulp (x >= 1 here: the sum includes the max element's e = 1).
-__device__ __forceinline__ float rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Group g (elements g*VEC .. g*VEC+VEC-1) of a row; the whole group when !ok, and
-// elements at or past cols, read as -inf. AL: the row is VBYTES-aligned and
-// cols % VEC == 0, so a group is whole or absent; otherwise the accesses are scalar.
-template <bool AL>
-__device__ __forceinline__ Vec load_group(const T* __restrict__ p, int g, bool ok, int cols) {
-  Vec u;
-#pragma unroll
-  for (int j = 0; j < NWORD; ++j) u.w[j] = NEG_WORD;
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const Raw*>(p + g * VEC);
-  } else if (ok) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) u.v[k] = p[g * VEC + k];
-  }
-  return u;
-}
-
-template <bool AL>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Vec& u) {
-  if (AL) {
-    Raw* q = reinterpret_cast<Raw*>(p + g * VEC);
-    if (STCS) __stcs(q, u.r);  // streaming store: y is not read again
-    else *q = u.r;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < cols) p[g * VEC + k] = u.v[k];
-  }
-}
-
-// Elementwise max of two words (one f32, or two packed 16-bit values).
-__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
-#if defined(KV_DTYPE_F32)
-  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
-#else
-  unsigned int d;
-#if defined(KV_DTYPE_BF16)
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-#endif
-}
 
 // Folds a group into a running word max (a tree inside the group, for ILP).
 __device__ __forceinline__ unsigned int max_group(unsigned int acc, const Vec& u) {
 #if NWORD == 4
-  return wmax(acc, wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+  return kv::word_max2(acc, kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
 #elif NWORD == 2
-  return wmax(acc, wmax(u.w[0], u.w[1]));
+  return kv::word_max2(acc, kv::word_max2(u.w[0], u.w[1]));
 #else
-  return wmax(acc, u.w[0]);
+  return kv::word_max2(acc, u.w[0]);
 #endif
-}
-
-// The max of the elements of a word, as a float.
-__device__ __forceinline__ float word_max(unsigned int a) {
-#if defined(KV_DTYPE_F32)
-  return __uint_as_float(a);
-#elif defined(KV_DTYPE_BF16)
-  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
-#else
-  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
-  return fmaxf(p.x, p.y);
-#endif
-}
-
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = __uint_as_float(u.w[k]);
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-
-// Rounds to nearest even, two elements per conversion for 16-bit types.
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.w[k] = __float_as_uint(f[k]);
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
 }
 
 // e = 2^(x*log2e + nml) for a group (nml = -max*log2e), and the group's sum (a tree).
 __device__ __forceinline__ float exp_group(const Vec& u, float nml, float (&e)[VEC]) {
   float f[VEC];
-  unpack(u, f);
+  kv::unpack(u, f);
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) e[k] = ex2(fmaf(f[k], LOG2E, nml));
+  for (int k = 0; k < VEC; ++k) e[k] = kv::ex2(fmaf(f[k], LOG2E, nml));
   float t[VEC];
 #pragma unroll
   for (int k = 0; k < VEC; ++k) t[k] = e[k];
@@ -242,7 +111,7 @@ __device__ __forceinline__ Stats cluster_reduce(cg::cluster_group& cluster, Stat
   const Stats p = *cluster.map_shared_rank(part, lane & (cs - 1));
   float M = p.m;
   for (int o = cs / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-  float S = p.s * ex2((p.m - M) * LOG2E);  // an empty slice: 0 * ex2(-inf) = 0
+  float S = p.s * kv::ex2((p.m - M) * LOG2E);  // an empty slice: 0 * ex2(-inf) = 0
   for (int o = cs / 2; o > 0; o >>= 1) S += __shfl_xor_sync(0xffffffffu, S, o);
   return Stats{M, S};
 }
@@ -273,14 +142,14 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       const int g = tid + c * nt;
-      if (full || (c + 1) * nt <= n) v[c] = load_group<AL>(xs, g, true, cols - g0 * VEC);
-      else if (c * nt < n) v[c] = load_group<AL>(xs, g, g < n, cols - g0 * VEC);
+      if (full || (c + 1) * nt <= n) v[c] = kv::load_group<VBYTES, AL>(xs, g, true, cols - g0 * VEC, KV_NEG_INF_WORD);
+      else if (c * nt < n) v[c] = kv::load_group<VBYTES, AL>(xs, g, g < n, cols - g0 * VEC, KV_NEG_INF_WORD);
     }
-    unsigned int macc = NEG_WORD;
+    unsigned int macc = KV_NEG_INF_WORD;
 #pragma unroll
     for (int c = 0; c < CH; ++c)
       if (full || c * nt < n) macc = max_group(macc, v[c]);
-    const float mb = block_max(word_max(macc));  // -inf only for an empty slice
+    const float mb = block_max(kv::word_max(macc));  // -inf only for an empty slice
     const float nml = mb == kv::neg_inf() ? 0.f : -mb * LOG2E;
     float e[CH][VEC];
     float s = 0.f;
@@ -288,13 +157,13 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
     for (int c = 0; c < CH; ++c)
       if (full || c * nt < n) s += exp_group(v[c], nml, e[c]);
     const float sb = block_sum(s);
-    float scale = rcp(sb);
+    float scale = kv::rcp(sb);
     if (cs > 1) {
       if (tid == 0) part = Stats{mb, sb};
       cluster.sync();  // partials written and visible cluster-wide
       const Stats t = cluster_reduce(cluster, &part, cs);
       cluster.barrier_arrive();  // done reading remote shared memory; waited for at the end
-      scale = ex2((mb - t.m) * LOG2E) * rcp(t.s);
+      scale = kv::ex2((mb - t.m) * LOG2E) * kv::rcp(t.s);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
@@ -302,7 +171,7 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
       if (full || (c * nt < n && g < n)) {
 #pragma unroll
         for (int k = 0; k < VEC; ++k) e[c][k] *= scale;
-        store_group<AL>(ys, g, cols - g0 * VEC, pack(e[c]));
+        kv::store_group<VBYTES, AL, STCS>(ys, g, cols - g0 * VEC, kv::pack<VBYTES>(e[c]));
       }
     }
     if (cs > 1) cluster.barrier_wait();  // keep `part` alive until every block has read it
@@ -315,15 +184,15 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
     const int gb = t * tile + tid;
     if (AL && (t + 1) * tile <= n) {  // a whole tile: no checks
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xs, gb + c * nt, true, cols - g0 * VEC);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL>(xs, gb + c * nt, true, cols - g0 * VEC, KV_NEG_INF_WORD);
     } else {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xs, gb + c * nt, gb + c * nt < n, cols - g0 * VEC);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL>(xs, gb + c * nt, gb + c * nt < n, cols - g0 * VEC, KV_NEG_INF_WORD);
     }
-    unsigned int macc = NEG_WORD;
+    unsigned int macc = KV_NEG_INF_WORD;
 #pragma unroll
     for (int c = 0; c < CH; ++c) macc = max_group(macc, v[c]);
-    const float mt = word_max(macc);
+    const float mt = kv::word_max(macc);
     if (mt != kv::neg_inf()) {  // else this thread has no element in this tile
       const float mn = fmaxf(m, mt);
       const float nml = -mn * LOG2E;
@@ -333,26 +202,26 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
         float e[VEC];
         st += exp_group(v[c], nml, e);
       }
-      s = s * ex2((m - mn) * LOG2E) + st;  // m = -inf: s = 0, ex2(-inf) = 0
+      s = s * kv::ex2((m - mn) * LOG2E) + st;  // m = -inf: s = 0, ex2(-inf) = 0
       m = mn;
     }
   }
   Stats st;
   st.m = block_max(m);  // a streaming slice is never empty: finite
-  st.s = block_sum(s * ex2((m - st.m) * LOG2E));
+  st.s = block_sum(s * kv::ex2((m - st.m) * LOG2E));
   if (cs > 1) {
     if (tid == 0) part = st;
     cluster.sync();
     st = cluster_reduce(cluster, &part, cs);
     cluster.barrier_arrive();
   }
-  const float inv = rcp(st.s);
+  const float inv = kv::rcp(st.s);
   const float nml = -st.m * LOG2E;
   for (int t = ntiles - 1; t >= 0; --t) {
     const int gb = t * tile + tid;
     if (t != ntiles - 1) {  // a whole tile
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = load_group<AL>(xs, gb + c * nt, true, cols - g0 * VEC);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL>(xs, gb + c * nt, true, cols - g0 * VEC, KV_NEG_INF_WORD);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
@@ -362,7 +231,7 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, T* __restr
       exp_group(v[c], nml, e);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) e[k] *= inv;
-      store_group<AL>(ys, g, cols - g0 * VEC, pack(e));
+      kv::store_group<VBYTES, AL, STCS>(ys, g, cols - g0 * VEC, kv::pack<VBYTES>(e));
     }
   }
   if (cs > 1) cluster.barrier_wait();

@@ -59,158 +59,20 @@
 // @kevolve smem    align_up(ceil_div(cols, min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))), 16 / sizeof_T) * sizeof_T
 // @kevolve scratch sync (4 + 4 * rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024))) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
-union Vec {
-  uint4 r;
-  unsigned int w[4];
-  float f[4];
-  T v[VEC];
-};
-
+typedef kv::Group<16> Vec;
 #define LOG2E 1.4426950408889634f
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// ---- bulk copy and mbarrier (PTX ISA 8.0, sm_90) ----
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) into this block's
-// shared memory; completion is counted on `bar`.
-// kind 1 (statistics, re-read later) asks L2 to keep the bytes (evict_last), kind 2 (the
-// re-read) to drop them first; kind 0 gives no hint (evict_first there measured 4% slower).
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar,
-                                          int kind) {
-  if (kind != 0) {
-    unsigned long long pol;
-    if (kind == 1) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
-        "%4;" ::"r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
-        : "memory");
-  } else {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-            smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
-  }
-}
-
-// ---- element helpers ----
-__device__ __forceinline__ unsigned int wmax(unsigned int a, unsigned int b) {
-#if defined(KV_DTYPE_F32)
-  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
-#else
-  unsigned int d;
-#if defined(KV_DTYPE_BF16)
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-  return d;
-#endif
-}
-__device__ __forceinline__ float word_max(unsigned int a) {
-#if defined(KV_DTYPE_F32)
-  return __uint_as_float(a);
-#elif defined(KV_DTYPE_BF16)
-  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
-#else
-  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
-  return fmaxf(p.x, p.y);
-#endif
-}
-__device__ __forceinline__ void unpack(const Vec& u, float (&f)[VEC]) {
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) f[k] = u.f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    f[2 * j] = __uint_as_float(u.w[j] << 16);
-    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
-    f[2 * j] = p.x;
-    f[2 * j + 1] = p.y;
-  }
-#endif
-}
-__device__ __forceinline__ Vec pack(const float (&f)[VEC]) {
-  Vec u;
-#if defined(KV_DTYPE_F32)
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) u.f[k] = f[k];
-#elif defined(KV_DTYPE_BF16)
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#else
-#pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
-    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
-  }
-#endif
-  return u;
-}
-
 // ---- cross-block signalling through global memory ----
-// A row's pairs live in 64-bit slots, each written and read whole (single-copy atomic), so
-// a slot is its own flag: all-zero bits mean "not yet", and no pair has them (a chunk's
-// sum is >= 1, an empty chunk's pair is (-inf, 0)). Publishing is one store, waiting is
-// reading the slots: one round trip to L2 each, where a counter would add two more.
-__device__ __forceinline__ void put_pair(float2* p, float2 v) {
-  const unsigned long long b = (unsigned long long)__float_as_uint(v.y) << 32 | __float_as_uint(v.x);
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(b) : "memory");
-}
-__device__ __forceinline__ unsigned long long get_bits(const float2* p) {
-  unsigned long long b;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(b) : "l"(p) : "memory");
-  return b;
-}
-__device__ __forceinline__ float2 as_pair(unsigned long long b) {
-  return make_float2(__uint_as_float((unsigned)b), __uint_as_float((unsigned)(b >> 32)));
-}
+// A row's pairs live in 64-bit slots (kv::slot_put / kv::slot_bits), each written and read
+// whole, so a slot is its own flag: all-zero bits mean "not yet", and no pair has them (a
+// chunk's sum is >= 1, an empty chunk's pair is (-inf, 0)). Publishing is one store,
+// waiting is reading the slots: one round trip to L2 each, where a counter would add two more.
 
 // ---- (max, sum of 2^((x - max) * log2e)) pairs ----
 __device__ __forceinline__ float2 merge(float2 a, float2 b) {
   const float m = fmaxf(a.x, b.x);
   if (m == kv::neg_inf()) return make_float2(m, 0.f);  // both empty
-  return make_float2(m, a.y * ex2((a.x - m) * LOG2E) + b.y * ex2((b.x - m) * LOG2E));
+  return make_float2(m, a.y * kv::ex2((a.x - m) * LOG2E) + b.y * kv::ex2((b.x - m) * LOG2E));
 }
 __device__ __forceinline__ float2 warp_merge(float2 p) {
 #pragma unroll
@@ -249,16 +111,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
         // Ticket order: L statistics items, then write i and statistics L + i alternating,
         // then the last L writes. L >= C puts all of a row's statistics before its writes.
         const int G = rows * C;
-        const int L = (int)min((long long)G, max((long long)C, ((long long)LAG << 20) / ((long long)ce * KV_SIZEOF_T)));
-        const int q = pos - L;
-        if (q < 0) kind_s = 1;
-        else if (q < 2 * (G - L)) {
-          kind_s = (q & 1) ? 1 : 2;
-          item_s = (q & 1) ? L + q / 2 : q / 2;
-        } else {
-          kind_s = 2;
-          item_s = G - L + (q - 2 * (G - L));
-        }
+        const int L = kv::lag_window(G, C, (long long)ce * KV_SIZEOF_T, LAG);
+        kv::lag_order(pos, G, L, item_s, kind_s);
       }
     }
     __syncthreads();
@@ -279,12 +133,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 
   if (al) {
     if (tid == 0) {
-      mbar_init(&bar);
-      mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
-      if (n > 0) bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar, kind);
+      kv::mbar_init(&bar);
+      kv::mbar_expect(&bar, (unsigned)(n * KV_SIZEOF_T));
+      // The L2 hint is the kind (kv::L2Hint): kind 1 (statistics, re-read later) asks L2 to
+      // keep the bytes (evict_last), kind 2 (the re-read) to drop them first; kind 0 gives
+      // no hint (evict_first there measured 4% slower).
+      if (n > 0) kv::bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &bar, kind);
     }
     __syncthreads();
-    mbar_wait(&bar, 0);
+    kv::mbar_wait(&bar, 0);
   } else {
     const T neg = kv::from_float<T>(kv::neg_inf());
     for (int k = tid; k < ng * VEC; k += BLOCK) st[k] = k < n ? xs[k] : neg;
@@ -297,16 +154,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 #pragma unroll 4
     for (int g = tid; g < ng; g += BLOCK) {
       const Vec u = sv[g];
-      const float vm = word_max(wmax(wmax(u.w[0], u.w[1]), wmax(u.w[2], u.w[3])));
+      const float vm = kv::word_max(kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
       if (vm > p.x) {
-        p.y *= ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
+        p.y *= kv::ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
         p.x = vm;
       }
       float f[VEC];
-      unpack(u, f);
+      kv::unpack(u, f);
       const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) p.y += ex2(fmaf(f[k], LOG2E, nml));
+      for (int k = 0; k < VEC; ++k) p.y += kv::ex2(fmaf(f[k], LOG2E, nml));
     }
     p = warp_merge(p);
     if (lane == 0) red[warp] = p;
@@ -321,23 +178,23 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
       // Publish it; read the row's C slots until all are in, merging in chunk order.
       float2* const pr = part + (size_t)row * C;
       if (kind != 2 && lane == 0) {
-        put_pair(pr + chunk, p);
-        put_pair(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
+        kv::slot_put(pr + chunk, p);
+        kv::slot_put(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
       }
       if (kind != 1) {
         p = make_float2(kv::neg_inf(), 0.f);
         for (int k = lane; k < C; k += 32) {
           unsigned long long b;
-          for (int spins = 0; (b = get_bits(pr + k)) == 0ull;)
+          for (int spins = 0; (b = kv::slot_bits(pr + k)) == 0ull;)
             if (++spins > 8) __nanosleep(32);
-          p = merge(p, as_pair(b));
+          p = merge(p, kv::slot_value(b));
         }
         p = warp_merge(p);
       }
     }
     if (lane == 0) {
       fin[0] = -p.x * LOG2E;
-      fin[1] = rcp(p.y);
+      fin[1] = kv::rcp(p.y);
     }
   }
   if (kind == 1) return;  // statistics only: a later block writes this chunk
@@ -348,18 +205,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 #pragma unroll 4
   for (int g = tid; g < ng; g += BLOCK) {
     float f[VEC];
-    unpack(sv[g], f);
+    kv::unpack(sv[g], f);
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) f[k] = ex2(fmaf(f[k], LOG2E, nml)) * inv;
-    const Vec u = pack(f);
-    if (al) {
-      uint4* q = reinterpret_cast<uint4*>(ys + g * VEC);
-      if (STCS) __stcs(q, u.r);
-      else *q = u.r;
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k)
-        if (g * VEC + k < n) ys[g * VEC + k] = u.v[k];
-    }
+    for (int k = 0; k < VEC; ++k) f[k] = kv::ex2(fmaf(f[k], LOG2E, nml)) * inv;
+    const Vec u = kv::pack<16>(f);
+    if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
+    else kv::store_group<16, false, STCS>(ys, g, n, u);
   }
 }

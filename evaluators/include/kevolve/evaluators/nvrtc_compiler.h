@@ -51,7 +51,8 @@ std::map<std::string, Resources> ParsePtxasInfo(const std::string& log);
 std::string FindCudaIncludeDir();
 
 // The built-in header every candidate can include as "kevolve.h" and which is
-// pre-included: dtype helpers (kv::to_float, kv::from_float<T>) and the element type T.
+// pre-included: the element type T, dtype helpers and the kv:: device helpers
+// (evaluators/device/kevolve.h, embedded at build time).
 const std::string& KevolveHeader();
 
 // The worker's own kernels (input generators, copy, FMA peak), as a compile request:

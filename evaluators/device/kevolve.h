@@ -1,0 +1,370 @@
+// kevolve.h: pre-included into every candidate and reference that kevolve compiles, and
+// written next to every exported kernel.cu. It defines the element type T from the dtype
+// macro (KV_DTYPE_F32, KV_DTYPE_BF16, KV_DTYPE_F16 or KV_DTYPE_F64; KV_SIZEOF_T is its
+// size) and the kv:: device helpers that the shipped seeds share. Every helper is a
+// __forceinline__ function or a template, so a kernel that does not call one carries no
+// code for it. T is a typedef, not a macro, so CUDA headers with template parameters
+// named T still compile.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#if defined(KV_DTYPE_F32)
+typedef float T;
+#elif defined(KV_DTYPE_F16)
+typedef __half T;
+#elif defined(KV_DTYPE_BF16)
+typedef __nv_bfloat16 T;
+#elif defined(KV_DTYPE_F64)
+typedef double T;
+#endif
+
+namespace kv {
+
+// ---- conversions ----
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ double to_double(float x) { return (double)x; }
+__device__ __forceinline__ double to_double(double x) { return x; }
+__device__ __forceinline__ double to_double(__half x) { return (double)__half2float(x); }
+__device__ __forceinline__ double to_double(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
+// Rounds to nearest even.
+template <typename U> __device__ __forceinline__ U from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+// NVRTC has no math.h: INFINITY is not defined.
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+
+#if defined(KV_SIZEOF_T) && !defined(KV_DTYPE_F64)
+// ---- groups: BYTES (16, 8 or 4) of consecutive elements, moved by one access ----
+// 16-bit types stay packed, two per 32-bit word, and are converted with 32-bit operations.
+template <int BYTES> struct RawOf;
+template <> struct RawOf<16> { typedef uint4 type; };
+template <> struct RawOf<8> { typedef uint2 type; };
+template <> struct RawOf<4> { typedef unsigned int type; };
+template <int BYTES>
+union Group {
+  typename RawOf<BYTES>::type r;
+  unsigned int w[BYTES / 4];
+  T v[BYTES / KV_SIZEOF_T];
+};
+
+// A 32-bit word of -inf elements (one f32, or two packed 16-bit values).
+#if defined(KV_DTYPE_F32)
+#define KV_NEG_INF_WORD 0xff800000u
+#elif defined(KV_DTYPE_BF16)
+#define KV_NEG_INF_WORD 0xff80ff80u
+#else
+#define KV_NEG_INF_WORD 0xfc00fc00u
+#endif
+
+// The group's elements as floats (exact).
+template <int BYTES>
+__device__ __forceinline__ void unpack(const Group<BYTES>& u, float (&f)[BYTES / KV_SIZEOF_T]) {
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < BYTES / 4; ++k) f[k] = u.v[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < BYTES / 4; ++j) {
+    f[2 * j] = __uint_as_float(u.w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < BYTES / 4; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+#endif
+}
+
+// Floats to a group, rounding to nearest even (two elements per conversion for 16-bit types).
+template <int BYTES>
+__device__ __forceinline__ Group<BYTES> pack(const float (&f)[BYTES / KV_SIZEOF_T]) {
+  Group<BYTES> u;
+#if defined(KV_DTYPE_F32)
+#pragma unroll
+  for (int k = 0; k < BYTES / 4; ++k) u.v[k] = f[k];
+#elif defined(KV_DTYPE_BF16)
+#pragma unroll
+  for (int j = 0; j < BYTES / 4; ++j) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < BYTES / 4; ++j) {
+    const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
+  }
+#endif
+  return u;
+}
+
+// Group g (elements g*N .. g*N+N-1, N = BYTES / sizeof(T)) of the row at p, every word
+// `fill` (0: zeros; KV_NEG_INF_WORD: -inf) when !ok. AL: p is BYTES-aligned and the row
+// holds whole groups, so a group is read with one access; otherwise the elements are
+// read one by one and those at or past cols keep the fill. I is the type the element
+// index g * N is computed in (int, or size_t for 64-bit address arithmetic; both are
+// exact, since g * N < cols + N, but they compile differently).
+template <int BYTES, bool AL, typename I = int>
+__device__ __forceinline__ Group<BYTES> load_group(const T* __restrict__ p, int g, bool ok, int cols,
+                                                   unsigned int fill = 0u) {
+  constexpr int N = BYTES / KV_SIZEOF_T;
+  Group<BYTES> u;
+  if (fill == 0u) {
+    u.r = typename RawOf<BYTES>::type{};
+  } else {
+#pragma unroll
+    for (int j = 0; j < BYTES / 4; ++j) u.w[j] = fill;
+  }
+  if (AL) {
+    if (ok) u.r = *reinterpret_cast<const typename RawOf<BYTES>::type*>(p + (I)g * N);
+  } else if (ok) {
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (g * N + k < cols) u.v[k] = p[(I)g * N + k];
+  }
+  return u;
+}
+
+// Stores group g of the row at p (AL as for load_group: one access, else the elements
+// below cols). STREAM uses a streaming store (st.global.cs) for data not read again.
+template <int BYTES, bool AL, bool STREAM, typename I = int>
+__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Group<BYTES>& u) {
+  constexpr int N = BYTES / KV_SIZEOF_T;
+  if (AL) {
+    typename RawOf<BYTES>::type* q = reinterpret_cast<typename RawOf<BYTES>::type*>(p + (I)g * N);
+    if (STREAM) __stcs(q, u.r);
+    else *q = u.r;
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (g * N + k < cols) p[(I)g * N + k] = u.v[k];
+  }
+}
+
+// Elements of group g that exist: 0 at or past g1 (the row's group count), fewer than N
+// only for the last group of an unaligned row.
+template <int BYTES, bool AL>
+__device__ __forceinline__ int group_count(int g, int g1, int cols) {
+  constexpr int N = BYTES / KV_SIZEOF_T;
+  if (g >= g1) return 0;
+  return AL ? N : min(N, cols - g * N);
+}
+
+// An identity byte permute that the compilers cannot see through: floats converted from
+// u before it are not kept alive across it (they are converted again, which is cheap), so
+// a tile of groups lives in registers once, as raw bits, not also as floats. (An empty asm
+// is not enough: ptxas looks through it, keeps f16 conversions alive, then spills.)
+template <int BYTES>
+__device__ __forceinline__ void launder(Group<BYTES>& u) {
+#pragma unroll
+  for (int j = 0; j < BYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
+}
+
+// Elementwise max of two words (one f32, or two packed 16-bit values).
+__device__ __forceinline__ unsigned int word_max2(unsigned int a, unsigned int b) {
+#if defined(KV_DTYPE_F32)
+  return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+#else
+  unsigned int d;
+#if defined(KV_DTYPE_BF16)
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+  asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+  return d;
+#endif
+}
+
+// The largest element of a word, as a float.
+__device__ __forceinline__ float word_max(unsigned int a) {
+#if defined(KV_DTYPE_F32)
+  return __uint_as_float(a);
+#elif defined(KV_DTYPE_BF16)
+  return fmaxf(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u));
+#else
+  const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&a));
+  return fmaxf(p.x, p.y);
+#endif
+}
+#endif  // KV_SIZEOF_T
+
+// ---- fast math ----
+// 2^x in one MUFU.EX2 (flushes denormal results to zero; 2^-inf = +0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1/x within an ulp for normal x (MUFU.RCP, denormals flushed).
+__device__ __forceinline__ float rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ---- reductions: butterflies, so every lane gets the same bits ----
+// Over a warp (WARP) or over the block (blockDim.x a multiple of 32; red: 32 floats of
+// shared memory; the block syncs once, and red may be reused after the next sync).
+template <bool WARP>
+__device__ __forceinline__ float reduce_sum(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (WARP) return v;
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// Two sums at once (one sync).
+template <bool WARP>
+__device__ __forceinline__ void reduce_sum2(float& a, float& b, float* ra, float* rb) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  if (WARP) return;
+  const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    ra[threadIdx.x / 32] = a;
+    rb[threadIdx.x / 32] = b;
+  }
+  __syncthreads();
+  a = lane < nw ? ra[lane] : 0.f;
+  b = lane < nw ? rb[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+}
+
+// ---- count, mean and sum of squared deviations (M2), merged with Chan et al.'s formula ----
+struct Stats {
+  float n, mean, m2;
+};
+// Not symmetric in its bits: pass the lower part first. An empty side (n == 0) leaves the
+// other unchanged, which also keeps d * d * a.n * f from inf * 0 when |mean| > 1.8e19.
+__device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
+  if (a.n == 0.f) return b;
+  if (b.n == 0.f) return a;
+  const float n = a.n + b.n;
+  if (n == 0.f) return a;
+  const float f = b.n / n;
+  const float d = b.mean - a.mean;
+  Stats r;
+  r.n = n;
+  r.mean = fmaf(d, f, a.mean);
+  r.m2 = a.m2 + b.m2 + d * d * a.n * f;
+  return r;
+}
+
+// ---- shared-memory addresses, cp.async, Hopper bulk copies and mbarriers (sm_90) ----
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared, asynchronously (sm_80); src_bytes < 16 zero-fills the rest.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// An mbarrier expecting one arrival, visible to the async proxy.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// Arrives on bar and adds `bytes` to the transaction count it waits for.
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+// Spins until phase `parity` of bar has completed.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// L2 policy for bulk_load: none, keep (evict_last: read again soon), or drop first
+// (evict_first: last read).
+enum L2Hint { kL2None = 0, kL2EvictLast = 1, kL2EvictFirst = 2 };
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into
+// this block's shared memory with one cp.async.bulk; completion is counted on bar.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar,
+                                          int hint = kL2None) {
+  if (hint != kL2None) {
+    unsigned long long pol;
+    if (hint == kL2EvictLast) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
+        "%4;" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
+  }
+}
+#endif
+
+// ---- cross-block slots in global memory ----
+// A 64-bit slot written and read whole (single-copy atomic) is its own flag: all-zero bits
+// mean "not yet", so a published value must never be all-zero bits (store one half with its
+// sign bit set). Publishing is one store, waiting is reading the slot: one L2 round trip each.
+__device__ __forceinline__ void slot_put(float2* p, float2 v) {
+  const unsigned long long b = (unsigned long long)__float_as_uint(v.y) << 32 | __float_as_uint(v.x);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(b) : "memory");
+}
+__device__ __forceinline__ unsigned long long slot_bits(const float2* p) {
+  unsigned long long b;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(b) : "l"(p) : "memory");
+  return b;
+}
+__device__ __forceinline__ float2 slot_value(unsigned long long b) {
+  return make_float2(__uint_as_float((unsigned)b), __uint_as_float((unsigned)(b >> 32)));
+}
+
+// ---- the lagged ticket order of the split_row seeds ----
+// A launch has G = rows * C (row, chunk) items, each taken twice: a statistics item (kind
+// 1: load the chunk, reduce, publish, exit) and a write item (kind 2: re-read the chunk,
+// wait for the row, write). The window L is the number of items that fit in lag_mib MiB of
+// chunks, clamped to C <= L <= G: every statistics item of a row then comes before the
+// row's writes, and a block only ever waits on items already taken.
+__device__ __forceinline__ int lag_window(int G, int C, long long chunk_bytes, int lag_mib) {
+  return (int)min((long long)G, max((long long)C, ((long long)lag_mib << 20) / chunk_bytes));
+}
+// Ticket position pos (0 <= pos < 2G) -> item and kind: L statistics items, then write i
+// and statistics L + i alternating, then the last L writes.
+__device__ __forceinline__ void lag_order(int pos, int G, int L, int& item, int& kind) {
+  const int q = pos - L;
+  if (q < 0) {
+    kind = 1;
+    item = pos;
+  } else if (q < 2 * (G - L)) {
+    kind = (q & 1) ? 1 : 2;
+    item = (q & 1) ? L + q / 2 : q / 2;
+  } else {
+    kind = 2;
+    item = G - L + (q - 2 * (G - L));
+  }
+}
+
+}  // namespace kv
