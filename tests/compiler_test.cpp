@@ -222,3 +222,32 @@ TEST_CASE("the worker's harness kernels compile for sm_90", "[compile]") {
   REQUIRE(r.ok);
   CHECK(r.lowered.size() == 5);
 }
+
+TEST_CASE("parameters named like kevolve.h's identifiers do not break the pre-included header", "[compile]") {
+  // Parameters reach the code as macros (-DNAME=value), so kevolve.h must not use names a
+  // candidate is likely to give its parameters.
+  const char* text = R"(// @kevolve param N 4
+// @kevolve param C 2
+// @kevolve param L 3
+// @kevolve param G 1
+// @kevolve param I 1
+// @kevolve param AL 1
+// @kevolve param BYTES 16
+// @kevolve param WARP 32
+// @kevolve param STREAM 0
+// @kevolve launch k grid=rows block=WARP
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
+  int item = 0, kind = 0;
+  kv::lag_order(threadIdx.x, N * C, L, item, kind);
+  const kv::Group<BYTES> g = kv::load_group<BYTES, AL == 1>(x + blockIdx.x * cols, 0, G > 0, cols);
+  float f[BYTES / KV_SIZEOF_T];
+  kv::unpack(g, f);
+  y[blockIdx.x * cols + threadIdx.x % cols] = kv::from_float<T>(f[0] + (float)(item + kind + I + STREAM));
+}
+)";
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    CompileResult r = CompileText(text, dt);
+    INFO(r.log);
+    CHECK(r.ok);
+  }
+}

@@ -520,6 +520,9 @@ TEST_CASE("a mix of LLM operators only runs every generation", "[engine][llm]") 
   s.EnableLlm(&llm, nullptr);
   auto r = s.Run(0, nullptr, {});
   REQUIRE(r.ok());
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  for (const auto& c : *calls) UNSCOPED_INFO("llm call: " << c.outcome << " " << c.error);
   CHECK(r->stop_reason == "generations");
   CHECK(r->generations_done == 4);
   db::CandidateQuery q;

@@ -4,7 +4,9 @@
 // size) and the kv:: device helpers that the shipped seeds share. Every helper is a
 // __forceinline__ function or a template, so a kernel that does not call one carries no
 // code for it. T is a typedef, not a macro, so CUDA headers with template parameters
-// named T still compile.
+// named T still compile. Names below are lower case (bytes_, aligned_, n_el, window, ...):
+// a candidate's parameters are macros (-DNAME=value), usually upper case, and one named
+// like an identifier here would rewrite it.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -38,17 +40,17 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); 
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 
 #if defined(KV_SIZEOF_T) && !defined(KV_DTYPE_F64)
-// ---- groups: BYTES (16, 8 or 4) of consecutive elements, moved by one access ----
+// ---- groups: bytes_ = 16, 8 or 4 bytes of consecutive elements, moved by one access ----
 // 16-bit types stay packed, two per 32-bit word, and are converted with 32-bit operations.
-template <int BYTES> struct RawOf;
+template <int bytes_> struct RawOf;
 template <> struct RawOf<16> { typedef uint4 type; };
 template <> struct RawOf<8> { typedef uint2 type; };
 template <> struct RawOf<4> { typedef unsigned int type; };
-template <int BYTES>
+template <int bytes_>
 union Group {
-  typename RawOf<BYTES>::type r;
-  unsigned int w[BYTES / 4];
-  T v[BYTES / KV_SIZEOF_T];
+  typename RawOf<bytes_>::type r;
+  unsigned int w[bytes_ / 4];
+  T v[bytes_ / KV_SIZEOF_T];
 };
 
 // A 32-bit word of -inf elements (one f32, or two packed 16-bit values).
@@ -61,20 +63,20 @@ union Group {
 #endif
 
 // The group's elements as floats (exact).
-template <int BYTES>
-__device__ __forceinline__ void unpack(const Group<BYTES>& u, float (&f)[BYTES / KV_SIZEOF_T]) {
+template <int bytes_>
+__device__ __forceinline__ void unpack(const Group<bytes_>& u, float (&f)[bytes_ / KV_SIZEOF_T]) {
 #if defined(KV_DTYPE_F32)
 #pragma unroll
-  for (int k = 0; k < BYTES / 4; ++k) f[k] = u.v[k];
+  for (int k = 0; k < bytes_ / 4; ++k) f[k] = u.v[k];
 #elif defined(KV_DTYPE_BF16)
 #pragma unroll
-  for (int j = 0; j < BYTES / 4; ++j) {
+  for (int j = 0; j < bytes_ / 4; ++j) {
     f[2 * j] = __uint_as_float(u.w[j] << 16);
     f[2 * j + 1] = __uint_as_float(u.w[j] & 0xffff0000u);
   }
 #else
 #pragma unroll
-  for (int j = 0; j < BYTES / 4; ++j) {
+  for (int j = 0; j < bytes_ / 4; ++j) {
     const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&u.w[j]));
     f[2 * j] = p.x;
     f[2 * j + 1] = p.y;
@@ -83,21 +85,21 @@ __device__ __forceinline__ void unpack(const Group<BYTES>& u, float (&f)[BYTES /
 }
 
 // Floats to a group, rounding to nearest even (two elements per conversion for 16-bit types).
-template <int BYTES>
-__device__ __forceinline__ Group<BYTES> pack(const float (&f)[BYTES / KV_SIZEOF_T]) {
-  Group<BYTES> u;
+template <int bytes_>
+__device__ __forceinline__ Group<bytes_> pack(const float (&f)[bytes_ / KV_SIZEOF_T]) {
+  Group<bytes_> u;
 #if defined(KV_DTYPE_F32)
 #pragma unroll
-  for (int k = 0; k < BYTES / 4; ++k) u.v[k] = f[k];
+  for (int k = 0; k < bytes_ / 4; ++k) u.v[k] = f[k];
 #elif defined(KV_DTYPE_BF16)
 #pragma unroll
-  for (int j = 0; j < BYTES / 4; ++j) {
+  for (int j = 0; j < bytes_ / 4; ++j) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
     u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
   }
 #else
 #pragma unroll
-  for (int j = 0; j < BYTES / 4; ++j) {
+  for (int j = 0; j < bytes_ / 4; ++j) {
     const __half2 h = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
     u.w[j] = *reinterpret_cast<const unsigned int*>(&h);
   }
@@ -105,66 +107,66 @@ __device__ __forceinline__ Group<BYTES> pack(const float (&f)[BYTES / KV_SIZEOF_
   return u;
 }
 
-// Group g (elements g*N .. g*N+N-1, N = BYTES / sizeof(T)) of the row at p, every word
-// `fill` (0: zeros; KV_NEG_INF_WORD: -inf) when !ok. AL: p is BYTES-aligned and the row
+// Group g (elements g*n_el .. g*n_el+n_el-1, n_el = bytes_ / sizeof(T)) of the row at p, every word
+// `fill` (0: zeros; KV_NEG_INF_WORD: -inf) when !ok. aligned_: p is bytes_-aligned and the row
 // holds whole groups, so a group is read with one access; otherwise the elements are
-// read one by one and those at or past cols keep the fill. I is the type the element
-// index g * N is computed in (int, or size_t for 64-bit address arithmetic; both are
-// exact, since g * N < cols + N, but they compile differently).
-template <int BYTES, bool AL, typename I = int>
-__device__ __forceinline__ Group<BYTES> load_group(const T* __restrict__ p, int g, bool ok, int cols,
+// read one by one and those at or past cols keep the fill. index_t is the type the element
+// index g * n_el is computed in (int, or size_t for 64-bit address arithmetic; both are
+// exact, since g * n_el < cols + n_el, but they compile differently).
+template <int bytes_, bool aligned_, typename index_t = int>
+__device__ __forceinline__ Group<bytes_> load_group(const T* __restrict__ p, int g, bool ok, int cols,
                                                    unsigned int fill = 0u) {
-  constexpr int N = BYTES / KV_SIZEOF_T;
-  Group<BYTES> u;
+  constexpr int n_el = bytes_ / KV_SIZEOF_T;
+  Group<bytes_> u;
   if (fill == 0u) {
-    u.r = typename RawOf<BYTES>::type{};
+    u.r = typename RawOf<bytes_>::type{};
   } else {
 #pragma unroll
-    for (int j = 0; j < BYTES / 4; ++j) u.w[j] = fill;
+    for (int j = 0; j < bytes_ / 4; ++j) u.w[j] = fill;
   }
-  if (AL) {
-    if (ok) u.r = *reinterpret_cast<const typename RawOf<BYTES>::type*>(p + (I)g * N);
+  if (aligned_) {
+    if (ok) u.r = *reinterpret_cast<const typename RawOf<bytes_>::type*>(p + (index_t)g * n_el);
   } else if (ok) {
 #pragma unroll
-    for (int k = 0; k < N; ++k)
-      if (g * N + k < cols) u.v[k] = p[(I)g * N + k];
+    for (int k = 0; k < n_el; ++k)
+      if (g * n_el + k < cols) u.v[k] = p[(index_t)g * n_el + k];
   }
   return u;
 }
 
-// Stores group g of the row at p (AL as for load_group: one access, else the elements
-// below cols). STREAM uses a streaming store (st.global.cs) for data not read again.
-template <int BYTES, bool AL, bool STREAM, typename I = int>
-__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Group<BYTES>& u) {
-  constexpr int N = BYTES / KV_SIZEOF_T;
-  if (AL) {
-    typename RawOf<BYTES>::type* q = reinterpret_cast<typename RawOf<BYTES>::type*>(p + (I)g * N);
-    if (STREAM) __stcs(q, u.r);
+// Stores group g of the row at p (aligned_ as for load_group: one access, else the elements
+// below cols). stream_ uses a streaming store (st.global.cs) for data not read again.
+template <int bytes_, bool aligned_, bool stream_, typename index_t = int>
+__device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, const Group<bytes_>& u) {
+  constexpr int n_el = bytes_ / KV_SIZEOF_T;
+  if (aligned_) {
+    typename RawOf<bytes_>::type* q = reinterpret_cast<typename RawOf<bytes_>::type*>(p + (index_t)g * n_el);
+    if (stream_) __stcs(q, u.r);
     else *q = u.r;
   } else {
 #pragma unroll
-    for (int k = 0; k < N; ++k)
-      if (g * N + k < cols) p[(I)g * N + k] = u.v[k];
+    for (int k = 0; k < n_el; ++k)
+      if (g * n_el + k < cols) p[(index_t)g * n_el + k] = u.v[k];
   }
 }
 
-// Elements of group g that exist: 0 at or past g1 (the row's group count), fewer than N
+// Elements of group g that exist: 0 at or past g1 (the row's group count), fewer than n_el
 // only for the last group of an unaligned row.
-template <int BYTES, bool AL>
+template <int bytes_, bool aligned_>
 __device__ __forceinline__ int group_count(int g, int g1, int cols) {
-  constexpr int N = BYTES / KV_SIZEOF_T;
+  constexpr int n_el = bytes_ / KV_SIZEOF_T;
   if (g >= g1) return 0;
-  return AL ? N : min(N, cols - g * N);
+  return aligned_ ? n_el : min(n_el, cols - g * n_el);
 }
 
 // An identity byte permute that the compilers cannot see through: floats converted from
 // u before it are not kept alive across it (they are converted again, which is cheap), so
 // a tile of groups lives in registers once, as raw bits, not also as floats. (An empty asm
 // is not enough: ptxas looks through it, keeps f16 conversions alive, then spills.)
-template <int BYTES>
-__device__ __forceinline__ void launder(Group<BYTES>& u) {
+template <int bytes_>
+__device__ __forceinline__ void launder(Group<bytes_>& u) {
 #pragma unroll
-  for (int j = 0; j < BYTES / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
+  for (int j = 0; j < bytes_ / 4; ++j) asm volatile("prmt.b32 %0, %0, 0, 0x3210;" : "+r"(u.w[j]));
 }
 
 // Elementwise max of two words (one f32, or two packed 16-bit values).
@@ -210,13 +212,13 @@ __device__ __forceinline__ float rcp(float x) {
 }
 
 // ---- reductions: butterflies, so every lane gets the same bits ----
-// Over a warp (WARP) or over the block (blockDim.x a multiple of 32; red: 32 floats of
+// Over a warp (warp_) or over the block (blockDim.x a multiple of 32; red: 32 floats of
 // shared memory; the block syncs once, and red may be reused after the next sync).
-template <bool WARP>
+template <bool warp_>
 __device__ __forceinline__ float reduce_sum(float v, float* red) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (WARP) return v;
+  if (warp_) return v;
   const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) red[threadIdx.x / 32] = v;
   __syncthreads();
@@ -226,14 +228,14 @@ __device__ __forceinline__ float reduce_sum(float v, float* red) {
   return v;
 }
 // Two sums at once (one sync).
-template <bool WARP>
+template <bool warp_>
 __device__ __forceinline__ void reduce_sum2(float& a, float& b, float* ra, float* rb) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     a += __shfl_xor_sync(0xffffffffu, a, o);
     b += __shfl_xor_sync(0xffffffffu, b, o);
   }
-  if (WARP) return;
+  if (warp_) return;
   const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) {
     ra[threadIdx.x / 32] = a;
@@ -343,27 +345,27 @@ __device__ __forceinline__ float2 slot_value(unsigned long long b) {
 }
 
 // ---- the lagged ticket order of the split_row seeds ----
-// A launch has G = rows * C (row, chunk) items, each taken twice: a statistics item (kind
+// A launch has g_items = rows * chunks (row, chunk) items, each taken twice: a statistics item (kind
 // 1: load the chunk, reduce, publish, exit) and a write item (kind 2: re-read the chunk,
-// wait for the row, write). The window L is the number of items that fit in lag_mib MiB of
-// chunks, clamped to C <= L <= G: every statistics item of a row then comes before the
+// wait for the row, write). The window window is the number of items that fit in lag_mib MiB of
+// chunks, clamped to chunks <= window <= g_items: every statistics item of a row then comes before the
 // row's writes, and a block only ever waits on items already taken.
-__device__ __forceinline__ int lag_window(int G, int C, long long chunk_bytes, int lag_mib) {
-  return (int)min((long long)G, max((long long)C, ((long long)lag_mib << 20) / chunk_bytes));
+__device__ __forceinline__ int lag_window(int g_items, int chunks, long long chunk_bytes, int lag_mib) {
+  return (int)min((long long)g_items, max((long long)chunks, ((long long)lag_mib << 20) / chunk_bytes));
 }
-// Ticket position pos (0 <= pos < 2G) -> item and kind: L statistics items, then write i
-// and statistics L + i alternating, then the last L writes.
-__device__ __forceinline__ void lag_order(int pos, int G, int L, int& item, int& kind) {
-  const int q = pos - L;
+// Ticket position pos (0 <= pos < 2G) -> item and kind: window statistics items, then write i
+// and statistics window + i alternating, then the last window writes.
+__device__ __forceinline__ void lag_order(int pos, int g_items, int window, int& item, int& kind) {
+  const int q = pos - window;
   if (q < 0) {
     kind = 1;
     item = pos;
-  } else if (q < 2 * (G - L)) {
+  } else if (q < 2 * (g_items - window)) {
     kind = (q & 1) ? 1 : 2;
-    item = (q & 1) ? L + q / 2 : q / 2;
+    item = (q & 1) ? window + q / 2 : q / 2;
   } else {
     kind = 2;
-    item = G - L + (q - 2 * (G - L));
+    item = g_items - window + (q - 2 * (g_items - window));
   }
 }
 
