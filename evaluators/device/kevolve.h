@@ -271,6 +271,32 @@ __device__ __forceinline__ Stats merge(const Stats& a, const Stats& b) {
   return r;
 }
 
+// Over a warp: a butterfly, lower lane first, so every lane ends with the same bits.
+__device__ __forceinline__ Stats warp_merge(Stats s) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    Stats p;
+    p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
+    p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
+    p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
+    s = (lane & o) ? merge(p, s) : merge(s, p);
+  }
+  return s;
+}
+// Over the block (blockDim.x a multiple of 32): the warps' results merged in warp order;
+// every thread gets the same value. Syncs once; call it again only after another sync.
+__device__ __forceinline__ Stats block_merge(Stats s) {
+  __shared__ Stats red_s[32];
+  s = warp_merge(s);
+  if (threadIdx.x % 32 == 0) red_s[threadIdx.x / 32] = s;
+  __syncthreads();
+  s = red_s[0];
+  const int nw = blockDim.x / 32;
+  for (int i = 1; i < nw; ++i) s = merge(s, red_s[i]);
+  return s;
+}
+
 // ---- shared-memory addresses, cp.async, Hopper bulk copies and mbarriers (sm_90) ----
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -367,6 +393,58 @@ __device__ __forceinline__ void lag_order(int pos, int g_items, int window, int&
     kind = 2;
     item = g_items - window + (q - 2 * (g_items - window));
   }
+}
+
+// ---- the split_row seeds' work items ----
+// The grid is rows * chunks blocks, or twice that with lag (rows of 4 chunks or more); the
+// kernel infers both from gridDim.x. Scratch `sync`: a 64-bit ticket counter, then two
+// banks of rows * chunks 64-bit slots. A block takes ticket t: position t % gridDim.x of
+// launch t / gridDim.x, which uses bank (t / gridDim.x) & 1, so a block may zero its own
+// slot in the other bank for the next launch and nothing is ever reset. With lag the
+// position maps through lag_order (window: lag_mib MiB of chunks of chunk_elems elements).
+struct SplitItem {
+  int chunks;       // chunks per row
+  int chunk_elems;  // elements per chunk (a multiple of vec_elems; the shared-memory size)
+  int row, chunk;
+  int kind;         // 0: reduce, wait, write; 1: reduce, publish, exit; 2: wait, write
+  float2* part;     // this launch's bank of [rows][chunks] slots
+  float2* other;    // the other bank, to be zeroed for the next launch
+};
+// Called by every thread of the block (it syncs once when a row has several chunks).
+__device__ __forceinline__ SplitItem split_take(unsigned* sync, int rows, int cols, int vec_elems, int lag_mib) {
+  __shared__ int take_s[3];  // item, kind, bank
+  SplitItem s;
+  const bool lag = lag_mib > 0 && gridDim.x / (unsigned)rows >= 8u;
+  s.chunks = gridDim.x / (lag ? 2 * rows : rows);
+  s.chunk_elems = (((cols + s.chunks - 1) / s.chunks) + vec_elems - 1) / vec_elems * vec_elems;
+  s.part = reinterpret_cast<float2*>(sync + 4);
+  s.other = s.part + (size_t)rows * s.chunks;
+  int item = blockIdx.x;
+  s.kind = 0;
+  if (s.chunks > 1) {
+    if (threadIdx.x == 0) {
+      const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
+      const int pos = (int)(t % gridDim.x);
+      take_s[2] = (int)(t / gridDim.x) & 1;
+      take_s[0] = pos;
+      take_s[1] = 0;
+      if (lag) {
+        const int g_items = rows * s.chunks;
+        const int window = lag_window(g_items, s.chunks, (long long)s.chunk_elems * KV_SIZEOF_T, lag_mib);
+        lag_order(pos, g_items, window, take_s[0], take_s[1]);
+      }
+    }
+    __syncthreads();
+    item = take_s[0];
+    s.kind = take_s[1];
+    if (take_s[2]) {
+      s.other = s.part;
+      s.part += (size_t)rows * s.chunks;
+    }
+  }
+  s.row = item / s.chunks;
+  s.chunk = item - s.row * s.chunks;
+  return s;
 }
 
 }  // namespace kv

@@ -30,20 +30,6 @@
 // types are kept packed (two per 32-bit register) and converted with 32-bit operations.
 typedef kv::Group<VBYTES> Vec;
 
-// Butterfly over the warp, lower lane first: every lane ends with the same bits.
-__device__ __forceinline__ kv::Stats warp_merge(kv::Stats s) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    kv::Stats p;
-    p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
-    p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
-    p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
-    s = (lane & o) ? kv::merge(p, s) : kv::merge(s, p);
-  }
-  return s;
-}
-
 // The sum of one thread's part of a tile (missing elements are zeros: they add nothing).
 template <int CH>
 __device__ __forceinline__ float part_sum(Vec (&v)[CH]) {
@@ -102,18 +88,6 @@ __device__ __forceinline__ Vec normalize(const Vec& x, const Vec& w, const Vec& 
   return kv::pack<VBYTES>(f);
 }
 
-// Block-wide merge; every thread gets the same value.
-__device__ __forceinline__ kv::Stats block_merge(kv::Stats s) {
-  __shared__ kv::Stats red[BLOCK / 32];
-  s = warp_merge(s);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
-  __syncthreads();
-  s = red[0];
-  const int nw = blockDim.x / 32;
-  for (int i = 1; i < nw; ++i) s = kv::merge(s, red[i]);
-  return s;
-}
-
 // A float sum over the block: a butterfly in each warp, then every thread adds the warps'
 // sums in warp order, so every thread gets the same bits. `red` holds BLOCK / 32 floats
 // and must not be reused before another __syncthreads.
@@ -165,7 +139,7 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
     mean = block_sum(part_sum<CH>(v), red0) * (1.f / (float)cols);
     rstd = rsqrtf(block_sum(part_sq_dev<AL, CH>(v, tid, nt, ngroups, cols, mean), red1) * (1.f / (float)cols) + eps);
   } else {
-    st = block_merge(st);
+    st = kv::block_merge(st);
     mean = st.mean;
     rstd = rsqrtf(st.m2 / (float)cols + eps);
   }

@@ -44,20 +44,6 @@ namespace cg = cooperative_groups;
 // types are kept packed (two per 32-bit register) and converted with 32-bit operations.
 typedef kv::Group<VBYTES> Vec;
 
-// Butterfly over the warp, lower lane first: every lane ends with the same bits.
-__device__ __forceinline__ kv::Stats warp_merge(kv::Stats s) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    kv::Stats p;
-    p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
-    p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
-    p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
-    s = (lane & o) ? kv::merge(p, s) : kv::merge(s, p);
-  }
-  return s;
-}
-
 // Statistics of one thread's part of a tile (chunk c is group gb + c * stride), exact
 // two-pass in registers: the mean of the part, then squared deviations from it.
 template <bool AL, int CH>
@@ -101,18 +87,6 @@ __device__ __forceinline__ Vec normalize(const Vec& x, const Vec& w, const Vec& 
   return kv::pack<VBYTES>(f);
 }
 
-// Block-wide merge; every thread gets the same value.
-__device__ __forceinline__ kv::Stats block_merge(kv::Stats s) {
-  __shared__ kv::Stats red[BLOCK / 32];
-  s = warp_merge(s);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
-  __syncthreads();
-  s = red[0];
-  const int nw = blockDim.x / 32;
-  for (int i = 1; i < nw; ++i) s = kv::merge(s, red[i]);
-  return s;
-}
-
 template <bool AL, int CH>
 __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
                                             T* __restrict__ yr, int cols, float eps, bool live) {
@@ -147,14 +121,14 @@ __device__ __forceinline__ void cluster_row(const T* __restrict__ xr, const T* _
 #endif
     st = kv::merge(st, tile_stats<AL, CH>(v, gb, nt, g1, cols));
   }
-  st = block_merge(st);
+  st = kv::block_merge(st);
   if (cs > 1) {
     if (tid == 0) part = st;
     cluster.sync();  // partials written and visible cluster-wide
     const int lane = tid % 32;
     kv::Stats p{0.f, 0.f, 0.f};
     if (lane < cs) p = *cluster.map_shared_rank(&part, lane);
-    st = warp_merge(p);
+    st = kv::warp_merge(p);
     cluster.barrier_arrive();  // done reading remote shared memory; waited for at the end
   }
   const float mean = st.mean;

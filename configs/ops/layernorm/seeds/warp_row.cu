@@ -29,20 +29,6 @@
 // types are kept packed (two per 32-bit register) and converted with 32-bit operations.
 typedef kv::Group<VBYTES> Vec;
 
-// Butterfly over the warp, lower lane first: every lane ends with the same bits.
-__device__ __forceinline__ kv::Stats warp_merge(kv::Stats s) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    kv::Stats p;
-    p.n = __shfl_xor_sync(0xffffffffu, s.n, o);
-    p.mean = __shfl_xor_sync(0xffffffffu, s.mean, o);
-    p.m2 = __shfl_xor_sync(0xffffffffu, s.m2, o);
-    s = (lane & o) ? kv::merge(p, s) : kv::merge(s, p);
-  }
-  return s;
-}
-
 // Statistics of one thread's part of a tile (chunk c is group gb + c * stride), exact
 // two-pass in registers: the mean of the part, then squared deviations from it.
 template <bool AL, int CH>

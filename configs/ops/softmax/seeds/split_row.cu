@@ -88,42 +88,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   __shared__ __align__(8) unsigned long long bar;
   __shared__ float2 red[32];
   __shared__ float fin[2];  // -M * log2e and 1 / S for this row
-  __shared__ int item_s, bank_s, kind_s;
   T* const st = reinterpret_cast<T*>(dsm);
   const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  // Chunks per row. With LAG, rows of 4 chunks or more get two items per chunk, so the grid
-  // is 2 * rows * C; fewer chunks than 4 keep one (and then gridDim.x / rows < 4).
-  const bool lag = LAG > 0 && gridDim.x / (unsigned)rows >= 8u;
-  const int C = gridDim.x / (lag ? 2 * rows : rows);
-  const int ce = (((cols + C - 1) / C) + VEC - 1) / VEC * VEC;  // chunk elements (the smem size)
-  float2* part = reinterpret_cast<float2*>(sync + 4);  // bank 0 of [rows][C], then bank 1
-  float2* other = part + (size_t)rows * C;
-  int item = blockIdx.x, kind = 0;  // kind 0: reduce, wait, write; 1: reduce, publish; 2: wait, write
-  if (C > 1) {
-    if (tid == 0) {
-      const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
-      const int pos = (int)(t % gridDim.x);
-      bank_s = (int)(t / gridDim.x) & 1;
-      item_s = pos;
-      kind_s = 0;
-      if (lag) {
-        // Ticket order: L statistics items, then write i and statistics L + i alternating,
-        // then the last L writes. L >= C puts all of a row's statistics before its writes.
-        const int G = rows * C;
-        const int L = kv::lag_window(G, C, (long long)ce * KV_SIZEOF_T, LAG);
-        kv::lag_order(pos, G, L, item_s, kind_s);
-      }
-    }
-    __syncthreads();
-    item = item_s;
-    kind = kind_s;
-    if (bank_s) {
-      other = part;
-      part += (size_t)rows * C;
-    }
-  }
-  const int row = item / C, chunk = item - row * C;
+  // The block's work item (kv::split_take): its (row, chunk) and kind, the chunk count C
+  // and size ce (both inferred from the grid: rows * C blocks, twice that with LAG when a
+  // row has 4 chunks or more), and this launch's bank of slots (part) and the other one.
+  const kv::SplitItem it = kv::split_take(sync, rows, cols, VEC, LAG);
+  const int C = it.chunks, ce = it.chunk_elems, row = it.row, chunk = it.chunk, kind = it.kind;
+  float2* const part = it.part;
+  float2* const other = it.other;
   const int c0 = chunk * ce;
   const int n = max(0, min(ce, cols - c0));
   const int ng = (n + VEC - 1) / VEC;
