@@ -235,6 +235,7 @@ TEST_CASE("parameters named like kevolve.h's identifiers do not break the pre-in
 // @kevolve param BYTES 16
 // @kevolve param WARP 32
 // @kevolve param STREAM 0
+// @kevolve param U 2
 // @kevolve launch k grid=rows block=WARP
 extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
   int item = 0, kind = 0;
@@ -242,10 +243,10 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
   const kv::Group<BYTES> g = kv::load_group<BYTES, AL == 1>(x + blockIdx.x * cols, 0, G > 0, cols);
   float f[BYTES / KV_SIZEOF_T];
   kv::unpack(g, f);
-  y[blockIdx.x * cols + threadIdx.x % cols] = kv::from_float<T>(f[0] + (float)(item + kind + I + STREAM));
+  y[blockIdx.x * cols + threadIdx.x % cols] = kv::from_float<T>(f[0] + (float)(item + kind + I + STREAM + U));
 }
 )";
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     CompileResult r = CompileText(text, dt);
     INFO(r.log);
     CHECK(r.ok);

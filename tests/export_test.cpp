@@ -3,6 +3,7 @@
 // kernel.cu (BakeParameters), which must compile on its own next to kevolve.h.
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -136,6 +137,10 @@ TEST_CASE("an exported kernel.cu compiles on its own next to kevolve.h, and stil
     REQUIRE(src.ok());
     const std::string baked = BakeParameters(text, src->DefaultAssignment(), c.dtype);
     CHECK(baked.find("#include \"kevolve.h\"") != std::string::npos);
+    std::string macro = DTypeName(c.dtype);
+    for (auto& ch : macro) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    CHECK(baked.find("#define KV_DTYPE_" + macro + " 1\n#define KV_SIZEOF_T " + std::to_string(DTypeSize(c.dtype))) !=
+          std::string::npos);
 
     // Through kevolve: the baked file has one value per parameter and the same dtype.
     auto again = CandidateSource::Parse(baked, c.seed);

@@ -27,7 +27,7 @@ std::string BakeParameters(const std::string& source, const Assignment& params, 
   std::string macro = DTypeName(dtype);
   for (auto& ch : macro) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   out << "#if !defined(KV_DTYPE_F32) && !defined(KV_DTYPE_BF16) && !defined(KV_DTYPE_F16) && !defined(KV_DTYPE_F64)\n"
-      << "#define KV_DTYPE_" << macro << "\n#define KV_SIZEOF_T " << DTypeSize(dtype) << "\n#endif\n"
+      << "#define KV_DTYPE_" << macro << " 1\n#define KV_SIZEOF_T " << DTypeSize(dtype) << "\n#endif\n"
       << "#include \"kevolve.h\"\n";
   std::istringstream in(source);
   std::string line;

@@ -4,9 +4,10 @@
 // size) and the kv:: device helpers that the shipped seeds share. Every helper is a
 // __forceinline__ function or a template, so a kernel that does not call one carries no
 // code for it. T is a typedef, not a macro, so CUDA headers with template parameters
-// named T still compile. Names below are lower case (bytes_, aligned_, n_el, window, ...):
-// a candidate's parameters are macros (-DNAME=value), usually upper case, and one named
-// like an identifier here would rewrite it.
+// named T still compile. Template and function parameters below are lower case (bytes_,
+// aligned_, n_el, window, ...) and the types mixed case (Group, Stats, SplitItem, ...): a
+// candidate's parameters are macros (-DNAME=value), usually upper case, and one named like
+// an identifier here would rewrite it.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -31,7 +32,7 @@ __device__ __forceinline__ double to_double(double x) { return x; }
 __device__ __forceinline__ double to_double(__half x) { return (double)__half2float(x); }
 __device__ __forceinline__ double to_double(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
 // Rounds to nearest even.
-template <typename U> __device__ __forceinline__ U from_float(float x);
+template <typename out_t> __device__ __forceinline__ out_t from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
@@ -373,13 +374,13 @@ __device__ __forceinline__ float2 slot_value(unsigned long long b) {
 // ---- the lagged ticket order of the split_row seeds ----
 // A launch has g_items = rows * chunks (row, chunk) items, each taken twice: a statistics item (kind
 // 1: load the chunk, reduce, publish, exit) and a write item (kind 2: re-read the chunk,
-// wait for the row, write). The window window is the number of items that fit in lag_mib MiB of
+// wait for the row, write). The window is the number of items that fit in lag_mib MiB of
 // chunks, clamped to chunks <= window <= g_items: every statistics item of a row then comes before the
 // row's writes, and a block only ever waits on items already taken.
 __device__ __forceinline__ int lag_window(int g_items, int chunks, long long chunk_bytes, int lag_mib) {
   return (int)min((long long)g_items, max((long long)chunks, ((long long)lag_mib << 20) / chunk_bytes));
 }
-// Ticket position pos (0 <= pos < 2G) -> item and kind: window statistics items, then write i
+// Ticket position pos (0 <= pos < 2 * g_items) -> item and kind: window statistics items, then write i
 // and statistics window + i alternating, then the last window writes.
 __device__ __forceinline__ void lag_order(int pos, int g_items, int window, int& item, int& kind) {
   const int q = pos - window;
@@ -410,7 +411,10 @@ struct SplitItem {
   float2* part;     // this launch's bank of [rows][chunks] slots
   float2* other;    // the other bank, to be zeroed for the next launch
 };
-// Called by every thread of the block (it syncs once when a row has several chunks).
+// Called once per block, by every thread (it syncs once when a row has several chunks).
+// The grid must be rows * chunks blocks, or 2 * rows * chunks when lag_mib > 0 and a row
+// has 4 chunks or more (the split_row seeds' @kevolve grid), or the inferred chunks and
+// lag are wrong.
 __device__ __forceinline__ SplitItem split_take(unsigned* sync, int rows, int cols, int vec_elems, int lag_mib) {
   __shared__ int take_s[3];  // item, kind, bank
   SplitItem s;

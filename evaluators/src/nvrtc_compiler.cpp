@@ -54,7 +54,11 @@ const char* DTypeMacro(DType t) {
 
 std::string CompileRequest::Hash() const {
   std::ostringstream key;
-  key << "kevolve-compile-v1\n" << arch << "\n" << DTypeName(dtype) << "\n" << AssignmentString(params) << "\n";
+  // v2: the pre-included kevolve.h is part of the identity (its kv:: helpers are code the
+  // candidate runs), so a changed header gives new candidates, not stale results.
+  key << "kevolve-compile-v2\n" << arch << "\n" << DTypeName(dtype) << "\n" << AssignmentString(params) << "\n";
+  static const std::string header_hash = Sha256Hex(KevolveHeader());
+  key << "header " << header_hash << "\n";
   for (const auto& o : extra_options) key << o << "\n";
   for (const auto& e : entries) key << "entry " << e << "\n";
   key << Sha256Hex(source);
