@@ -140,7 +140,7 @@ nlohmann::json LaunchJson(const std::string& text, const std::string& name, cons
   launch["compile"] = {
       {"nvcc", "nvcc -arch=" + arch + " -std=c++17 -cubin -I. kernel.cu -o kernel.cubin"},
       {"nvrtc_options", {"--gpu-architecture=" + arch, "--std=c++17", "--device-as-default-execution-space",
-                         "-I$CUDA_HOME/include", "-I$CUDA_HOME/include/cccl"}},
+                         "-I.", "-I$CUDA_HOME/include", "-I$CUDA_HOME/include/cccl"}},
       {"note", "kevolve compiles with NVRTC, which makes unannotated functions __device__ "
                "(--device-as-default-execution-space); nvcc needs every device function marked __device__"}};
   return launch;
