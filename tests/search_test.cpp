@@ -111,12 +111,18 @@ RunConfig Config(int gens, uint64_t seed) {
   return c;
 }
 
-std::vector<std::string> History(db::Store& s, int64_t run) {
+// Every candidate of a run (fails the test when the store cannot list them).
+std::vector<db::CandidateRecord> RunCandidates(db::Store& s, int64_t run) {
   db::CandidateQuery q;
   q.run_id = run;
   auto c = s.ListCandidates(q);
+  REQUIRE(c.ok());
+  return *c;
+}
+
+std::vector<std::string> History(db::Store& s, int64_t run) {
   std::vector<std::string> out;
-  for (const auto& r : *c) out.push_back(std::to_string(r.generation) + ":" + r.params.dump() + ":" + r.op_name);
+  for (const auto& r : RunCandidates(s, run)) out.push_back(std::to_string(r.generation) + ":" + r.params.dump() + ":" + r.op_name);
   return out;
 }
 
@@ -155,18 +161,15 @@ TEST_CASE("only correct candidates become parents; failures are kept", "[engine]
   FakeClock clock;
   auto r = Search(w.op, DType::kF32, Config(6, 3), w.store.get(), &ev, &clock).Run(0, nullptr, {});
   REQUIRE(r.ok());
-  db::CandidateQuery q;
-  q.run_id = r->run_id;
-  auto all = w.store->ListCandidates(q);
-  REQUIRE(all.ok());
+  const auto all = RunCandidates(*w.store, r->run_id);
   std::map<int64_t, std::string> status;
   int failed = 0;
-  for (const auto& c : *all) {
+  for (const auto& c : all) {
     status[c.id] = c.status;
     failed += c.status != "ok";
   }
   CHECK(failed > 0);
-  for (const auto& c : *all)
+  for (const auto& c : all)
     for (int64_t p : c.parents) CHECK(status[p] == "ok");
 }
 
@@ -176,12 +179,10 @@ TEST_CASE("dedupe: no candidate is stored twice", "[engine]") {
   FakeClock clock;
   auto r = Search(w.op, DType::kF32, Config(15, 5), w.store.get(), &ev, &clock).Run(0, nullptr, {});
   REQUIRE(r.ok());
-  db::CandidateQuery q;
-  q.run_id = r->run_id;
-  auto all = w.store->ListCandidates(q);
+  const auto all = RunCandidates(*w.store, r->run_id);
   std::set<std::string> params;
-  for (const auto& c : *all) CHECK(params.insert(c.params.dump()).second);
-  CHECK(static_cast<int>(all->size()) == ev.calls);
+  for (const auto& c : all) CHECK(params.insert(c.params.dump()).second);
+  CHECK(static_cast<int>(all.size()) == ev.calls);
 }
 
 TEST_CASE("resume after a crash loses nothing and duplicates nothing", "[engine]") {
@@ -221,12 +222,9 @@ TEST_CASE("islands and migration follow the configuration", "[engine]") {
   REQUIRE(r.ok());
   REQUIRE(s.archive().islands() == 3);
   for (int i = 0; i < 3; ++i) CHECK(s.archive().island(i).size() <= 2);
-  db::CandidateQuery q;
-  q.run_id = r->run_id;
   std::set<int> islands;
-  auto all = w.store->ListCandidates(q);
-  REQUIRE(all.ok());
-  for (const auto& c : *all) islands.insert(c.island);
+  const auto all = RunCandidates(*w.store, r->run_id);
+  for (const auto& c : all) islands.insert(c.island);
   CHECK(islands == std::set<int>{0, 1, 2});
 
   Archive a(2, 3);
@@ -273,12 +271,9 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
   s.EnableLlm(&llm, nullptr);
   auto r = s.Run(0, nullptr, {});
   REQUIRE(r.ok());
-  db::CandidateQuery q;
-  q.run_id = r->run_id;
-  auto all = w.store->ListCandidates(q);
-  REQUIRE(all.ok());
+  const auto all = RunCandidates(*w.store, r->run_id);
   int llm_children = 0;
-  for (const auto& c : *all) llm_children += c.op_name == "llm_diff";
+  for (const auto& c : all) llm_children += c.op_name == "llm_diff";
   CHECK(llm_children >= 1);  // the same edit gives the same child: later ones are duplicates
   auto calls = w.store->ListLlmCalls(r->run_id);
   REQUIRE(calls.ok());
@@ -347,16 +342,13 @@ TEST_CASE("LLM calls are recorded as they return, before their children are eval
   CHECK(ev.linked_when_committed >= 1);  // linked as the child is committed, not at the generation's end
   auto calls = w.store->ListLlmCalls(r->run_id);
   REQUIRE(calls.ok());
-  db::CandidateQuery q;
-  q.run_id = r->run_id;
-  auto all = w.store->ListCandidates(q);
-  REQUIRE(all.ok());
+  const auto all = RunCandidates(*w.store, r->run_id);
   int linked = 0;
   for (const auto& c : *calls)
     if (c.candidate_id) {
       ++linked;
       bool found = false;
-      for (const auto& k : *all) found = found || k.id == *c.candidate_id;
+      for (const auto& k : all) found = found || k.id == *c.candidate_id;
       CHECK(found);  // linked to a candidate of this run
     }
   CHECK(linked >= 1);
@@ -525,11 +517,8 @@ TEST_CASE("a mix of LLM operators only runs every generation", "[engine][llm]") 
   for (const auto& c : *calls) UNSCOPED_INFO("llm call: " << c.outcome << " " << c.error);
   CHECK(r->stop_reason == "generations");
   CHECK(r->generations_done == 4);
-  db::CandidateQuery q;
-  q.run_id = r->run_id;
-  auto all = w.store->ListCandidates(q);
-  REQUIRE(all.ok());
+  const auto all = RunCandidates(*w.store, r->run_id);
   int llm_children = 0;
-  for (const auto& c : *all) llm_children += c.op_name == "llm_diff";
+  for (const auto& c : all) llm_children += c.op_name == "llm_diff";
   CHECK(llm_children >= 1);
 }
