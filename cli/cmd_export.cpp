@@ -19,7 +19,7 @@ namespace {
 struct ExportArgs {
   std::string db = "kevolve.db", out;
   int64_t run = 0;
-  int top = 3;
+  int top = 3, confirm = 3;
   bool profile = false, per_shape = false;
 };
 
@@ -46,7 +46,7 @@ int Run(const ExportArgs& a) {
   auto pipe = Pipeline::Create(*op, *dtype, gpu->pool.get(), gpu->calibration, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
   ExportOptions eo{a.run, a.top, a.out.empty() ? (fs::path("runs") / std::to_string(a.run) / "best").string() : a.out,
-                   a.profile, a.per_shape};
+                   a.profile, a.per_shape, a.confirm};
   auto n = ExportRun(**store, **pipe, eo);
   if (!n.ok()) { PrintError(n.error()); return kExitFailed; }
   std::printf("exported %d survivor(s) of run %lld to %s\n", *n, static_cast<long long>(a.run), eo.out_dir.c_str());
@@ -69,6 +69,10 @@ Handler AddExportCommand(CLI::App& app) {
   sub->add_flag("--profile", a->profile, "Add an Nsight Compute report per survivor (needs ncu)");
   sub->add_flag("--per-shape", a->per_shape,
                 "Also export the fastest survivor of each tune shape and write dispatch.json (shape -> folder)");
+  sub->add_option("--confirm", a->confirm,
+                  "With --per-shape: time the N fastest candidates of each shape again and pick by the new medians "
+                  "(default 3; 0 keeps the search's medians)")
+      ->check(CLI::NonNegativeNumber);
   return [a] { return Run(*a); };
 }
 

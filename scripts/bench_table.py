@@ -57,7 +57,8 @@ def load_dir(d):
         dispatch_path = os.path.join(d, "export", name, "dispatch.json")
         dispatch = json.load(open(dispatch_path)) if os.path.exists(dispatch_path) else {"shapes": {}}
         runs.append(dict(op=op, dtype=dt, fitness=best[1] if best else None, single=single, candidates=counts[0],
-                         passed=counts[1] or 0, copy=copy, per_shape={k: v["median_us"] for k, v in dispatch["shapes"].items()}))
+                         passed=counts[1] or 0, copy=copy, per_shape={k: v["median_us"] for k, v in dispatch["shapes"].items()},
+                         searched={k: v["search_median_us"] for k, v in dispatch["shapes"].items() if v.get("retimed")}))
     sizes_path = os.path.join(d, "copy_sizes.json")
     sizes = json.load(open(sizes_path)) if os.path.exists(sizes_path) else None
     return dict(dir=d, torch=torch, runs=runs, sizes=sizes, device=read(os.path.join(d, "device.txt")),
@@ -77,6 +78,15 @@ def same_size_copy(sizes, mib):
         return None
     by = {int(k): v for k, v in sizes["GBps_by_MiB_moved"].items()}
     return by[min(by, key=lambda m: abs(math.log(m / mib)))]
+
+
+def retimed_note(r):
+    """How the re-timed per-shape picks (export --confirm) compare with their search medians."""
+    ratios = [r["per_shape"][k] / v for k, v in r.get("searched", {}).items() if v and k in r["per_shape"]]
+    if not ratios:
+        return ""
+    return (f"; {len(ratios)} per-shape picks timed again at {min(ratios):.3f}x to {max(ratios):.3f}x "
+            f"their search medians")
 
 
 def fmt(v, f="%.1f"):
@@ -162,7 +172,8 @@ def table(dirs):
             summary.append(f"- {r['op']} {r['dtype']}: faster than PyTorch on {wins}/{n} shapes; worst fraction of the copy "
                            f"ceiling on shapes moving 64 MiB or more: {fmt(worst_big and 100 * worst_big, '%.1f%%')}"
                            + (f" ({fmt(worst_same and 100 * worst_same, '%.1f%%')} at worst of a same-size copy)" if sizes else "") + "; "
-                           f"{r['candidates']} candidates, {r['passed']} passed every rung, best fitness {fmt(r['fitness'], '%.3f')}.")
+                           f"{r['candidates']} candidates, {r['passed']} passed every rung, best fitness {fmt(r['fitness'], '%.3f')}"
+                           + retimed_note(r) + ".")
         for r in [r for r in res["runs"] if r["op"] == "matmul"]:
             out.append("")
             out.append("| op | dtype | M x N x K | kevolve (us) | kevolve TFLOP/s | PyTorch (us) | PyTorch TFLOP/s | kevolve / cuBLAS |")

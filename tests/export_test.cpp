@@ -6,11 +6,16 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "kevolve/core/candidate.h"
 #include "kevolve/core/json_file.h"
 #include "kevolve/core/op_spec.h"
+#include "kevolve/db/store.h"
 #include "kevolve/engine/export.h"
+#include "kevolve/engine/pipeline.h"
+#include "kevolve/evaluators/executor.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/rungs.h"
 #include "test_util.h"
@@ -165,4 +170,136 @@ TEST_CASE("an exported kernel.cu compiles on its own next to kevolve.h, and stil
 }
 
 }  // namespace
+}  // namespace kevolve
+
+namespace kevolve {
+namespace {
+
+// An executor with scripted timings: candidate i (by the order its binary is first seen)
+// runs at search[i] times the copy roofline on its first timed evaluation and again[i]
+// times it on every later one, at every tune shape. Correctness always passes.
+class ScriptedExecutor : public GpuExecutor {
+ public:
+  static constexpr double kCopyGbps = 4000;
+  std::vector<double> search, again;
+  std::vector<DeviceDesc> Devices() const override {
+    DeviceDesc d;
+    d.uuid = "FAKE-0";
+    d.name = "scripted";
+    d.arch = "sm_90";
+    d.sm_count = 132;
+    return {d};
+  }
+  Result<EvalResult> Evaluate(const EvalRequest& req) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EvalResult r;
+    r.id = req.id;
+    r.device_uuid = "FAKE-0";
+    r.rungs.push_back({"launch", true, "", nlohmann::json::object(), "", 0});
+    r.rungs.push_back({"correctness", true, "", nlohmann::json::object(), "", 0});
+    if (req.skip_timing || req.tune.empty()) return r;
+    auto [it, fresh] = index_.try_emplace(req.candidate.hash, static_cast<int>(index_.size()));
+    const int i = it->second;
+    const double factor = (timed_[i]++ == 0 ? search : again).at(static_cast<size_t>(i));
+    r.rungs.push_back({"timing", true, "", nlohmann::json::object(), "", 0});
+    for (const auto& s : req.tune) {
+      ShapeTiming t;
+      t.shape = s.label;
+      const double median = factor * s.bytes / (kCopyGbps * 1e3);
+      t.median_us = t.p10_us = t.p90_us = median;
+      t.n = 10;
+      t.samples_us.assign(10, median);
+      t.bytes = s.bytes;
+      t.flops = s.flops;
+      r.timings.push_back(t);
+    }
+    return r;
+  }
+  Result<Calibration> Calibrate(int) override {
+    Calibration c;
+    c.uuid = "FAKE-0";
+    c.copy_gbps = kCopyGbps;
+    c.fp32_gflops = 60000;
+    return c;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> index_;
+  std::map<int, int> timed_;
+};
+
+}  // namespace
+
+TEST_CASE("per-shape export times the fastest candidates again and picks and reports by the new medians", "[engine]") {
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs/ops/softmax").string());
+  REQUIRE(op.ok());
+  ScriptedExecutor ex;
+  // A is the search's fastest everywhere, B second, C third; timed again, C < B < A. With
+  // confirm = 2 only A and B are timed again, so B wins every shape at its new median.
+  ex.search = {1.10, 1.20, 1.30};
+  ex.again = {1.40, 1.05, 1.02};
+  Calibration cal = *ex.Calibrate(0);
+  auto pipe = Pipeline::Create(*op, DType::kF32, &ex, {{"FAKE-0", cal}},
+                               std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>()), PipelineOptions{});
+  REQUIRE(pipe.ok());
+  const auto dir = testing::MakeTempDir("confirm");
+  auto store = db::OpenSqliteStore((dir / "k.db").string());
+  REQUIRE(store.ok());
+  db::RunRecord run;
+  run.op = "softmax";
+  run.dtype = "f32";
+  auto run_id = (*store)->CreateRun(run);
+  REQUIRE(run_id.ok());
+  const std::string text = testing::ReadFile(testing::SourceRoot() / "configs/ops/softmax/seeds/warp_row.cu");
+  std::vector<int64_t> ids;
+  for (int warps : {4, 2, 8}) {  // A, B, C: one at a time, so the executor sees them in this order
+    std::vector<Ladder> l = (*pipe)->Run({{"warp_row.cu", text, {{"WARPS", warps}, {"ROWS", 2}, {"VBYTES", 16}, {"CHUNKS", 2}, {"STCS", 0}}}});
+    for (const auto& r : l[0].rungs) INFO(r.name << " " << r.ok << " " << r.log.substr(0, 300));
+    INFO(l[0].status());
+    REQUIRE(l[0].ok());
+    RecordContext ctx;
+    ctx.op = "softmax";
+    ctx.dtype = "f32";
+    ctx.arch = "sm_90";
+    ctx.run_id = *run_id;
+    auto id = RecordLadder(**store, l[0], ctx);
+    REQUIRE(id.ok());
+    ids.push_back(*id);
+  }
+
+  ExportOptions eo;
+  eo.run_id = *run_id;
+  eo.top = 1;
+  eo.per_shape = true;
+  eo.confirm = 2;
+  eo.out_dir = (dir / "confirmed").string();
+  auto n = ExportRun(**store, **pipe, eo);
+  REQUIRE(n.ok());
+  auto d = nlohmann::json::parse(testing::ReadFile(dir / "confirmed" / "dispatch.json"));
+  CHECK(d["confirm"] == 2);
+  for (const auto& s : op->tune) {
+    INFO(s.label);
+    const auto& e = d["shapes"][s.label];
+    CHECK(e["candidate"] == ids[1]);
+    CHECK(e["median_us"].get<double>() / e["search_median_us"].get<double>() == Approx(1.05 / 1.20));
+    CHECK(e["retimed"] == true);
+    CHECK(std::filesystem::exists(dir / "confirmed" / e["folder"].get<std::string>() / "kernel.cu"));
+  }
+  CHECK(testing::ReadFile(dir / "confirmed" / "README.md").find("timed again") != std::string::npos);
+
+  // confirm = 0: the search's medians as they are; A everywhere.
+  eo.confirm = 0;
+  eo.out_dir = (dir / "as_searched").string();
+  REQUIRE(ExportRun(**store, **pipe, eo).ok());
+  auto d0 = nlohmann::json::parse(testing::ReadFile(dir / "as_searched" / "dispatch.json"));
+  for (const auto& s : op->tune) {
+    INFO(s.label);
+    CHECK(d0["shapes"][s.label]["candidate"] == ids[0]);
+    CHECK(d0["shapes"][s.label]["median_us"].get<double>() / d["shapes"][s.label]["median_us"].get<double>() ==
+          Approx(1.10 / 1.05));
+    CHECK(d0["shapes"][s.label]["retimed"] == false);
+  }
+}
+
 }  // namespace kevolve

@@ -394,7 +394,8 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
   CHECK(folders >= 2);  // the top 2, plus per-shape winners that are not among them
   CHECK(fs::file_size(dir / "best" / "README.md") > 0);
   // dispatch.json: every tune shape maps to an exported folder holding the fastest
-  // candidate for that shape (no other candidate of the run has a smaller median there).
+  // candidate for that shape. The 3 fastest by the search's medians were timed again
+  // (--confirm 3, the default): the pick is one of them, with its new median.
   auto dispatch = nlohmann::json::parse(testing::ReadFile(dir / "best" / "dispatch.json"));
   auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
   REQUIRE(op.ok());
@@ -417,13 +418,17 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
     for (const auto& ls : launch["shapes"])
       if (ls["shape"] == s.label) resolved = ls.contains("launches") && !ls.contains("error");
     CHECK(resolved);
-    double best = 1e30;
+    std::vector<double> searched;
     for (const auto& c : *cands) {
       auto timings = (*store)->GetTimings(c.id);  // kept alive: the loop must not range over a temporary's inside
       REQUIRE(timings.ok());
       for (const auto& t : *timings)
-        if (t.shape == s.label) best = std::min(best, t.median_us);
+        if (t.shape == s.label) searched.push_back(t.median_us);
     }
-    CHECK(d["median_us"].get<double>() == Approx(best));
+    std::sort(searched.begin(), searched.end());
+    REQUIRE(!searched.empty());
+    CHECK(d["retimed"] == true);
+    CHECK(d["search_median_us"].get<double>() <= searched[std::min<size_t>(2, searched.size() - 1)]);
+    CHECK(d["median_us"].get<double>() > 0);  // timed again (no speed is asserted)
   }
 }

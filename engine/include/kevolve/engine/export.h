@@ -25,6 +25,9 @@ struct ExportOptions {
   // Also export the fastest survivor of each tune shape (held-out gated) and write
   // dispatch.json, mapping each shape to its folder.
   bool per_shape = false;
+  // Per-shape picks: time the `confirm` fastest candidates of each shape again (0: take the
+  // search's medians as they are) and pick, and report, by the new medians.
+  int confirm = 3;
 };
 
 // Returns how many survivors were exported. `pipeline` must be for the run's op and
