@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <unistd.h>
@@ -78,6 +79,28 @@ void PrintSummary(db::Store& store, int64_t run_id, int top) {
       for (int i = 0; i < top && i < static_cast<int>(best->size()); ++i) listed = listed || (*best)[i].id == c.id;
       row(c, std::string("seed default (") + c.status + (listed ? ", also listed above" : "") + ")");
     }
+  }
+  // The fastest candidate of each tune shape (what export --per-shape re-times and picks
+  // from), in the order of the best candidate's timings.
+  std::vector<std::string> shapes;
+  std::map<std::string, std::pair<double, const db::CandidateRecord*>> fastest;
+  for (const auto& c : *best) {
+    auto t = store.GetTimings(c.id);
+    if (!t.ok()) continue;
+    for (const auto& x : *t) {
+      auto it = fastest.find(x.shape);
+      if (it == fastest.end()) shapes.push_back(x.shape);
+      if (it == fastest.end() || x.median_us < it->second.first) fastest[x.shape] = {x.median_us, &c};
+    }
+  }
+  if (shapes.empty()) return;
+  std::printf("\nfastest per tune shape (search medians):\n%-14s %-10s %-6s %-16s %s\n", "shape", "median_us", "id", "source",
+              "params");
+  for (const auto& sh : shapes) {
+    const auto& [us, c] = fastest[sh];
+    auto src = store.GetSource(c->source_id);
+    std::printf("%-14s %-10.1f %-6lld %-16s %s\n", sh.c_str(), us, static_cast<long long>(c->id),
+                src.ok() ? src->name.c_str() : "?", c->params.dump().c_str());
   }
 }
 

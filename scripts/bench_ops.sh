@@ -38,6 +38,14 @@ echo "${budget[*]}" > "$out/budget.txt"
 python3 "$torch_py" --ops "$ops" --dtypes "$dtypes" --json "$out/torch.json" > "$out/torch.log" 2>&1 || echo "torch_baselines.py failed: $(tail -n 3 "$out/torch.log")"
 # The copy ceiling at each size moved (a 64 MiB copy reaches far less than a 1 GiB one).
 python3 "$here/scripts/copy_sizes.py" --json "$out/copy_sizes.json" > "$out/copy_sizes.txt" 2>&1 || echo "copy_sizes.py failed: $(tail -n 3 "$out/copy_sizes.txt")"
+# Everything but the databases and binaries, in one file (the device tool returns at most
+# 8 files), with summary.json standing in for the databases: unpack it here and run
+# bench_table.py on the folder.
+pack() {
+  python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json"
+  tar czf "$out.tgz" --exclude='*.db' --exclude='*.db-*' --exclude='*.cubin' --exclude='*.ncu-rep' \
+    --exclude='*.ptx' --exclude='*.sass' -C "$out" .
+}
 for op in ${ops//,/ }; do
   for dt in ${dtypes//,/ }; do
     if [ "$op" = matmul ] && [ "$dt" != bf16 ]; then continue; fi
@@ -49,11 +57,8 @@ for op in ${ops//,/ }; do
     kevolve export --run 1 --top 1 --per-shape --out "$out/export/$name" --db "$out/$name.db" > "$out/$name.export.log" 2>&1
     echo "$name: search rc=$rc, export rc=$?, $(( $(date +%s) - start )) s; $(grep -m1 -E '^best|best fitness' "$out/$name.log" | head -c 200)"
     tail -n 2 "$out/$name.log"
+    pack  # after every op and dtype: a call cut short keeps what it finished
   done
 done
-python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json"
 python3 "$here/scripts/bench_table.py" "$out" > "$out/table.md" && cat "$out/table.md"
-# Everything but the databases and binaries, in one file (the device tool returns at most
-# 8 files): unpack it here and run bench_table.py on the folder.
-tar czf "$out.tgz" --exclude='*.db' --exclude='*.db-*' --exclude='*.cubin' --exclude='*.ncu-rep' \
-  --exclude='*.ptx' --exclude='*.sass' -C "$out" . && echo "results: $out.tgz"
+pack && echo "results: $out.tgz"

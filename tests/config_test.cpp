@@ -29,6 +29,16 @@ TEST_CASE("run config: defaults, overrides, durations and operator names", "[cor
   auto unknown = LoadRunConfig((dir / "c.json").string());
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().find("field 'populaton': unknown field") != std::string::npos);
+  CHECK(shipped->shape_parents == Approx(0.25));
+  auto stored_before = partial->ToJson();  // a run stored before shape_parents existed resumes with the default
+  stored_before.erase("shape_parents");
+  auto old_run = RunConfigFromJson(stored_before);
+  REQUIRE(old_run.ok());
+  CHECK(old_run->shape_parents == Approx(0.25));
+  testing::WriteFile(dir / "d.json", "{\"shape_parents\": 1.5}");
+  auto share = LoadRunConfig((dir / "d.json").string());
+  REQUIRE_FALSE(share.ok());
+  CHECK(share.error().find("shape_parents must be in [0, 1]") != std::string::npos);
   CHECK(*ParseDuration("90s") == 90);
   CHECK(*ParseDuration("1h30m") == 5400);
   CHECK(*ParseDuration("2h") == 7200);

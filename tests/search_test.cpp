@@ -3,10 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <random>
+#include <set>
 #include <cmath>
 #include <thread>
 
 #include "kevolve/core/hash.h"
+#include "kevolve/engine/archive.h"
 #include "kevolve/engine/search.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "test_util.h"
@@ -22,9 +25,12 @@ const char* kLandscape = R"(// @kevolve param A 1 2 3 4 5 6 7 8
 extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {}
 )";
 
-// Fitness peaks at A=6, B=3, C=2 (1.0); C=0 fails correctness.
+// Fitness peaks at A=6, B=3, C=2 (1.0); C=0 fails correctness. With `timed`, a passing
+// candidate also has medians at two tune shapes: "fit" (1/fitness: fastest where the
+// fitness peaks) and "odd" (fastest at A=1, B=8: a shape the best kernel is poor at).
 class LandscapeEvaluator : public CandidateEvaluator {
  public:
+  bool timed = false;
   std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel,
                                const std::function<void(size_t, Ladder&)>& on_done) override {
     std::vector<Ladder> out;
@@ -49,6 +55,14 @@ class LandscapeEvaluator : public CandidateEvaluator {
         fr.fitness = f;
         l.fitness = fr;
         l.rungs.push_back({"fitness", true, "", {{"fitness", f}}, "", 0});
+        if (timed) {
+          ShapeTiming fit, odd;
+          fit.shape = "fit";
+          fit.median_us = 100.0 / f;
+          odd.shape = "odd";
+          odd.median_us = 100.0 + 10.0 * static_cast<double>((a - 1) * (a - 1) + (b - 8) * (b - 8));
+          l.timings = {fit, odd};
+        }
       }
       out.push_back(l);
     }
@@ -141,6 +155,59 @@ TEST_CASE("the search reaches the known optimum of the landscape", "[engine]") {
   CHECK(r->generations_done == 25);
   // Far fewer evaluations than the 256-point space.
   CHECK(ev.calls < 256);
+}
+
+TEST_CASE("each tune shape's champion is the archive member with the smallest median there", "[engine]") {
+  auto src = std::make_shared<CandidateSource>(*CandidateSource::Parse(kLandscape, "land.cu"));
+  auto member = [&](int64_t id, double fitness, double fit_us, double odd_us) {
+    Member m;
+    m.id = id;
+    m.source = src;
+    m.fitness = fitness;
+    m.cell = "c" + std::to_string(id);
+    m.times = {{"fit", fit_us}, {"odd", odd_us}};
+    return m;
+  };
+  Archive a(1, 2);
+  std::mt19937_64 rng(3);
+  CHECK(a.ShapeChampion(rng) == nullptr);
+  a.Add(member(1, 0.9, 10, 50));
+  a.Add(member(2, 0.5, 20, 30));
+  a.Add(member(3, 0.4, 25, 30));  // ties at "odd" keep the earlier member
+  REQUIRE(a.champions().size() == 2);
+  CHECK(a.champions().at("fit").id == 1);
+  CHECK(a.champions().at("odd").id == 2);
+  // Member 2 is a champion but not among the best fitness; member 3 is neither.
+  std::set<int64_t> drawn;
+  for (int i = 0; i < 50; ++i) drawn.insert(a.ShapeChampion(rng)->id);
+  CHECK(drawn == std::set<int64_t>{1, 2});
+}
+
+TEST_CASE("shape champions as parents improve the shapes the best kernel is poor at", "[engine]") {
+  // Every bred child's parent is a shape's champion (shape_parents = 1): the search climbs
+  // both shapes' landscapes, and finds the "odd" optimum the fitness alone never rewards.
+  World w1, w2;
+  LandscapeEvaluator e1, e2;
+  e1.timed = e2.timed = true;
+  FakeClock c1, c2;
+  RunConfig on = Config(12, 5), off = Config(12, 5);
+  on.shape_parents = 1.0;
+  off.shape_parents = 0.0;
+  REQUIRE(Search(w1.op, DType::kF32, on, w1.store.get(), &e1, &c1).Run(0, nullptr, {}).ok());
+  REQUIRE(Search(w2.op, DType::kF32, off, w2.store.get(), &e2, &c2).Run(0, nullptr, {}).ok());
+  auto best_at = [](db::Store& s, const std::string& shape) {
+    double best = 1e30;
+    for (const auto& c : RunCandidates(s, 1)) {
+      auto t = s.GetTimings(c.id);
+      REQUIRE(t.ok());
+      for (const auto& x : *t)
+        if (x.shape == shape) best = std::min(best, x.median_us);
+    }
+    return best;
+  };
+  CHECK(best_at(*w1.store, "odd") == Approx(100.0));  // A=1, B=8 found
+  CHECK(best_at(*w1.store, "fit") == Approx(100.0));  // and the fitness optimum still
+  CHECK(best_at(*w2.store, "odd") > best_at(*w1.store, "odd"));
 }
 
 TEST_CASE("the same seed gives the same run; another seed another", "[engine]") {

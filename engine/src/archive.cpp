@@ -25,6 +25,12 @@ void Archive::Add(const Member& m) {
   Insert(&elites_[static_cast<size_t>(m.island) % elites_.size()], m, elite_);
   auto it = cells_.find(m.cell);
   if (it == cells_.end() || Better(m, it->second)) cells_[m.cell] = m;
+  for (const auto& [shape, us] : m.times) {
+    auto c = champions_.find(shape);
+    if (c == champions_.end() || us < c->second.times.at(shape) ||
+        (us == c->second.times.at(shape) && m.id < c->second.id))
+      champions_[shape] = m;
+  }
 }
 
 void Archive::Migrate(int migrants) {
@@ -56,6 +62,13 @@ const Member* Archive::RandomCell(std::mt19937_64& rng) const {
   if (cells_.empty()) return nullptr;
   auto it = cells_.begin();
   std::advance(it, std::uniform_int_distribution<size_t>(0, cells_.size() - 1)(rng));
+  return &it->second;
+}
+
+const Member* Archive::ShapeChampion(std::mt19937_64& rng) const {
+  if (champions_.empty()) return nullptr;
+  auto it = champions_.begin();
+  std::advance(it, std::uniform_int_distribution<size_t>(0, champions_.size() - 1)(rng));
   return &it->second;
 }
 

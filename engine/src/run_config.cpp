@@ -11,7 +11,7 @@ nlohmann::json RunConfig::ToJson() const {
           {"seed", seed}, {"population", population}, {"islands", islands},
           {"migration_interval", migration_interval}, {"migrants", migrants},
           {"elite_per_island", elite_per_island}, {"seed_samples", seed_samples},
-          {"local_search", local_search}, {"operator_mix", operator_mix}, {"timer", timer},
+          {"local_search", local_search}, {"shape_parents", shape_parents}, {"operator_mix", operator_mix}, {"timer", timer},
           {"max_cost_usd", max_cost_usd}, {"llm_wait_s", llm_wait_s}};
 }
 
@@ -27,6 +27,7 @@ Status ValidateRunConfig(const RunConfig& c) {
   if (c.target_fraction < 0 || c.target_fraction > 1.5) return bad("target_fraction", "must be in [0, 1.5]");
   if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
   if (c.max_cost_usd < 0) return bad("max_cost_usd", "must be >= 0");
+  if (c.shape_parents < 0 || c.shape_parents > 1) return bad("shape_parents", "must be in [0, 1]");
   if ((c.llm_wait_s < 0 && c.llm_wait_s != -1) || c.llm_wait_s > 86400)
     return bad("llm_wait_s", "must be in [0, 86400] seconds, or -1 (wait for the replies)");
   double total = 0;
@@ -47,7 +48,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   JsonReader r(path);
   r.OnlyKeys(j, {"generations", "time_limit_s", "target_fraction", "seed", "population", "islands",
                  "migration_interval", "migrants", "elite_per_island", "seed_samples", "local_search",
-                 "operator_mix", "timer", "max_cost_usd", "llm_wait_s"}, "");
+                 "shape_parents", "operator_mix", "timer", "max_cost_usd", "llm_wait_s"}, "");
   if (j.is_object() && j.contains("arch")) {
     nlohmann::json k = j;
     k.erase("arch");
@@ -64,6 +65,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   c.elite_per_island = static_cast<int>(r.Integer(j, "elite_per_island", "", false, c.elite_per_island));
   c.seed_samples = static_cast<int>(r.Integer(j, "seed_samples", "", false, c.seed_samples));
   c.local_search = static_cast<int>(r.Integer(j, "local_search", "", false, c.local_search));
+  c.shape_parents = r.Number(j, "shape_parents", "", false, c.shape_parents);
   c.timer = r.String(j, "timer", "", false, c.timer);
   c.max_cost_usd = r.Number(j, "max_cost_usd", "", false, c.max_cost_usd);
   c.llm_wait_s = r.Number(j, "llm_wait_s", "", false, c.llm_wait_s);

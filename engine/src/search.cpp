@@ -78,8 +78,10 @@ Status Search::LoadSeeds() {
 }
 
 Member Search::ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a,
-                        double fitness, int island, int generation, const nlohmann::json& f) const {
+                        double fitness, int island, int generation, const nlohmann::json& f,
+                        const std::map<std::string, double>& times) const {
   Member m;
+  m.times = times;
   m.id = id;
   m.source = src;
   m.params = a;
@@ -88,6 +90,13 @@ Member Search::ToMember(int64_t id, const std::shared_ptr<const CandidateSource>
   m.generation = generation;
   m.cell = CellKey(src->name, f.value("threads", int64_t{0}), f.value("regs", 0), f.value("smem_static", int64_t{0}), a);
   return m;
+}
+
+std::map<std::string, double> Search::StoredTimes(int64_t id) const {
+  std::map<std::string, double> times;
+  if (auto t = store_->GetTimings(id); t.ok())
+    for (const auto& x : *t) times[x.shape] = x.median_us;
+  return times;
 }
 
 Status Search::Replay(int64_t run_id, int generations_done) {
@@ -119,7 +128,8 @@ Status Search::Replay(int64_t run_id, int generations_done) {
       auto s = Intern(src->name, src->text);
       if (!s) continue;
       ++source_evaluations_[s->text];
-      if (c.status == "ok" && c.fitness) archive_.Add(ToMember(c.id, s, FromJson(c.params), *c.fitness, c.island, g, c.features));
+      if (c.status == "ok" && c.fitness)
+        archive_.Add(ToMember(c.id, s, FromJson(c.params), *c.fitness, c.island, g, c.features, StoredTimes(c.id)));
     }
     if ((g + 1) % cfg_.migration_interval == 0) archive_.Migrate(cfg_.migrants);
   }
@@ -211,9 +221,13 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
   }
   for (int c = static_cast<int>(out.size() + llm_reqs.size()); c < cfg_.population; ++c) {
     int island = c % cfg_.islands;
-    const Member* parent = std::uniform_real_distribution<double>(0, 1)(rng) < 0.8
-                               ? archive_.Tournament(island, 3, rng)
-                               : archive_.RandomCell(rng);
+    // A shape's champion (shape_parents), else a size-3 tournament among the island's
+    // elites (80% of the rest), else a random MAP-Elites cell.
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    const Member* parent = u < cfg_.shape_parents                                   ? archive_.ShapeChampion(rng)
+                           : u < cfg_.shape_parents + 0.8 * (1 - cfg_.shape_parents) ? archive_.Tournament(island, 3, rng)
+                                                                                     : archive_.RandomCell(rng);
+    if (!parent) parent = archive_.Tournament(island, 3, rng);  // no shape timed yet
     if (!parent) parent = archive_.RandomCell(rng);
     if (!parent) break;
     std::string name = mix[pick_op(rng)].first;
@@ -362,7 +376,8 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
           ++rep.reused;
           ++source_evaluations_[p.source->text];
           if (c.status == "ok" && c.fitness)
-            archive_.Add(ToMember(c.id, p.source, p.params, *c.fitness, own ? c.island : p.island, g, c.features));
+            archive_.Add(ToMember(c.id, p.source, p.params, *c.fitness, own ? c.island : p.island, g, c.features,
+                                  StoredTimes(c.id)));
           continue;
         }
         p.adopt = !own;  // stored but never evaluated (`kevolve compile --db`): evaluate it now
@@ -426,10 +441,14 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
         rr.repair_report = corr ? corr->log + "\n" + corr->metrics.dump() : st;
         pending_repairs_.push_back(std::move(rr));
       }
-      if (st == "ok" && l.fitness)
-        archive_.Add(ToMember(*id, todo[i].source, todo[i].params, l.fitness->fitness, todo[i].island, g, l.Features()));
-      else
+      if (st == "ok" && l.fitness) {
+        std::map<std::string, double> times;
+        for (const auto& t : l.timings) times[t.shape] = t.median_us;
+        archive_.Add(ToMember(*id, todo[i].source, todo[i].params, l.fitness->fitness, todo[i].island, g, l.Features(),
+                              times));
+      } else {
         ++rep.failures[st];
+      }
     }
     if (!pending_calls_.empty()) LinkLlmCalls();
     if (interrupt && interrupt->load()) {

@@ -24,6 +24,10 @@ struct RunConfig {
   int elite_per_island = 8;
   int seed_samples = 8;         // generation 0: assignments sampled per seed
   int local_search = 6;         // hybrid: param_tweak children for each new source
+  // Share of bred children whose parent is a tune shape's champion (the candidate with the
+  // smallest median at a randomly drawn shape), so the search also improves the per-shape
+  // dispatch table, not only the single kernel with the best geometric mean.
+  double shape_parents = 0.25;
   std::map<std::string, double> operator_mix = {{"param_tweak", 0.7}, {"crossover", 0.3}};
   std::string timer = "events"; // events | cupti
   double max_cost_usd = 0;      // LLM budget for the whole run, across resumes; 0 = none

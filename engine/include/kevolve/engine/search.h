@@ -107,7 +107,9 @@ class Search {
   bool CollectLlmChildren(std::vector<Proposal2>* out, double wait_s);
   std::shared_ptr<const CandidateSource> Intern(const std::string& name, const std::string& text);
   Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
-                  int island, int generation, const nlohmann::json& features) const;
+                  int island, int generation, const nlohmann::json& features,
+                  const std::map<std::string, double>& times) const;
+  std::map<std::string, double> StoredTimes(int64_t id) const;  // its median per tune shape
   Status Replay(int64_t run_id, int generations_done);
   // LLM children of this generation whose recorded call waits for the child's candidate id.
   struct PendingCalls {
