@@ -210,6 +210,28 @@ TEST_CASE("shape champions as parents improve the shapes the best kernel is poor
   CHECK(best_at(*w2.store, "odd") > best_at(*w1.store, "odd"));
 }
 
+TEST_CASE("a run the time limit stops after generation 0 says that nothing was bred, and how to go on", "[engine]") {
+  World w;
+  LandscapeEvaluator ev;
+  FakeClock clock;  // one second per reading: a limit of 1 s ends the run after its first generation
+  RunConfig c = Config(10, 3);
+  c.time_limit_s = 1;
+  auto r = Search(w.op, DType::kF32, c, w.store.get(), &ev, &clock).Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  CHECK(r->stop_reason == "time");
+  CHECK(r->generations_done == 1);
+  const std::string note = ShortRunNote(*r, "k.db");
+  CHECK(note.find("after generation 0") != std::string::npos);
+  CHECK(note.find("kevolve --resume " + std::to_string(r->run_id) + " --db k.db") != std::string::npos);
+  // Past generation 0, or stopped for another reason: no note.
+  SearchResult later = *r;
+  later.generations_done = 2;
+  CHECK(ShortRunNote(later, "k.db").empty());
+  SearchResult done = *r;
+  done.stop_reason = "generations";
+  CHECK(ShortRunNote(done, "k.db").empty());
+}
+
 TEST_CASE("the same seed gives the same run; another seed another", "[engine]") {
   World w1, w2, w3;
   LandscapeEvaluator e1, e2, e3;

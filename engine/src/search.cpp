@@ -498,6 +498,13 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   return result;
 }
 
+std::string ShortRunNote(const SearchResult& r, const std::string& db_path) {
+  if (r.stop_reason != "time" || r.generations_done != 1) return "";
+  return "kevolve: note: the time limit ended run " + std::to_string(r.run_id) +
+         " after generation 0, the seeds' samples, so nothing was bred; give it more time, or continue it with: "
+         "kevolve --resume " + std::to_string(r.run_id) + " --db " + db_path + " --time 5m";
+}
+
 std::string FormatReport(const GenerationReport& r, int total) {
   char buf[256];
   std::snprintf(buf, sizeof(buf), "gen %d/%d  eval %d", r.generation + 1, total, r.evaluated);

@@ -146,5 +146,9 @@ class Search {
 // One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2
 // best 0.812  4096x1024 12.1us ...  41 cand/min  eta 12m".
 std::string FormatReport(const GenerationReport& r, int total_generations);
+// A note for a run that the time limit stopped before any generation was bred (only
+// generation 0, the seeds' samples, ran): no evolution happened, and how to continue it.
+// Empty otherwise.
+std::string ShortRunNote(const SearchResult& r, const std::string& db_path);
 
 }  // namespace kevolve
