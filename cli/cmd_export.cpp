@@ -6,6 +6,7 @@
 #include "app_context.h"
 #include "commands.h"
 #include "kevolve/engine/export.h"
+#include "kevolve/engine/run_config.h"
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/worker_pool.h"
@@ -20,7 +21,7 @@ struct ExportArgs {
   std::string db = "kevolve.db", out;
   int64_t run = 0;
   int top = 3, confirm = 3;
-  bool profile = false, per_shape = false;
+  bool profile = false, per_shape = false, confirm_given = false;
 };
 
 int Run(const ExportArgs& a) {
@@ -42,11 +43,18 @@ int Run(const ExportArgs& a) {
   if (!gpu) return rc;
   PipelineOptions po;
   if (run->config.contains("arch")) po.arch = run->config["arch"].get<std::string>();
+  // The run's timer and input seed, so that re-timed medians (--confirm) are measured the
+  // way the search measured the ones they are compared with.
+  if (auto cfg = RunConfigFromJson(run->config); cfg.ok()) {
+    po.eval.seed = cfg->seed;
+    po.eval.timing.timer = cfg->timer;
+  }
   auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
   auto pipe = Pipeline::Create(*op, *dtype, gpu->pool.get(), gpu->calibration, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
   ExportOptions eo{a.run, a.top, a.out.empty() ? (fs::path("runs") / std::to_string(a.run) / "best").string() : a.out,
                    a.profile, a.per_shape, a.confirm};
+  if (a.confirm_given && !a.per_shape) std::fprintf(stderr, "kevolve: note: --confirm has no effect without --per-shape\n");
   auto n = ExportRun(**store, **pipe, eo);
   if (!n.ok()) { PrintError(n.error()); return kExitFailed; }
   std::printf("exported %d survivor(s) of run %lld to %s\n", *n, static_cast<long long>(a.run), eo.out_dir.c_str());
@@ -73,7 +81,10 @@ Handler AddExportCommand(CLI::App& app) {
                   "With --per-shape: time the N fastest candidates of each shape again and pick by the new medians "
                   "(default 3; 0 keeps the search's medians)")
       ->check(CLI::NonNegativeNumber);
-  return [a] { return Run(*a); };
+  return [a, sub] {
+    a->confirm_given = sub->count("--confirm") > 0;
+    return Run(*a);
+  };
 }
 
 }  // namespace kevolve::cli

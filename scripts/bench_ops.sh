@@ -42,7 +42,7 @@ python3 "$here/scripts/copy_sizes.py" --json "$out/copy_sizes.json" > "$out/copy
 # 8 files), with summary.json standing in for the databases: unpack it here and run
 # bench_table.py on the folder.
 pack() {
-  python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json"
+  python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json.tmp" && mv "$out/summary.json.tmp" "$out/summary.json"
   tar czf "$out.tgz" --exclude='*.db' --exclude='*.db-*' --exclude='*.cubin' --exclude='*.ncu-rep' \
     --exclude='*.ptx' --exclude='*.sass' -C "$out" .
 }

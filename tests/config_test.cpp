@@ -30,11 +30,12 @@ TEST_CASE("run config: defaults, overrides, durations and operator names", "[cor
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().find("field 'populaton': unknown field") != std::string::npos);
   CHECK(shipped->shape_parents == Approx(0.25));
-  auto stored_before = partial->ToJson();  // a run stored before shape_parents existed resumes with the default
+  auto stored_before = partial->ToJson();  // a run stored before shape_parents existed resumes as it bred: 0
   stored_before.erase("shape_parents");
   auto old_run = RunConfigFromJson(stored_before);
   REQUIRE(old_run.ok());
-  CHECK(old_run->shape_parents == Approx(0.25));
+  CHECK(old_run->shape_parents == 0);
+  CHECK(RunConfigFromJson(partial->ToJson())->shape_parents == Approx(0.25));  // stored now: kept
   testing::WriteFile(dir / "d.json", "{\"shape_parents\": 1.5}");
   auto share = LoadRunConfig((dir / "d.json").string());
   REQUIRE_FALSE(share.ok());

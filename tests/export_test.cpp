@@ -182,6 +182,7 @@ class ScriptedExecutor : public GpuExecutor {
  public:
   static constexpr double kCopyGbps = 4000;
   std::vector<double> search, again;
+  int evaluations = 0;
   std::vector<DeviceDesc> Devices() const override {
     DeviceDesc d;
     d.uuid = "FAKE-0";
@@ -192,6 +193,7 @@ class ScriptedExecutor : public GpuExecutor {
   }
   Result<EvalResult> Evaluate(const EvalRequest& req) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++evaluations;
     EvalResult r;
     r.id = req.id;
     r.device_uuid = "FAKE-0";
@@ -274,8 +276,12 @@ TEST_CASE("per-shape export times the fastest candidates again and picks and rep
   eo.per_shape = true;
   eo.confirm = 2;
   eo.out_dir = (dir / "confirmed").string();
+  const int before = ex.evaluations;
   auto n = ExportRun(**store, **pipe, eo);
   REQUIRE(n.ok());
+  // One evaluation each for A and B, held-out gate and re-timing together; the top pick (A)
+  // and the per-shape picks (B) reuse them.
+  CHECK(ex.evaluations - before == 2);
   auto d = nlohmann::json::parse(testing::ReadFile(dir / "confirmed" / "dispatch.json"));
   CHECK(d["confirm"] == 2);
   for (const auto& s : op->tune) {
@@ -291,7 +297,9 @@ TEST_CASE("per-shape export times the fastest candidates again and picks and rep
   // confirm = 0: the search's medians as they are; A everywhere.
   eo.confirm = 0;
   eo.out_dir = (dir / "as_searched").string();
+  const int before0 = ex.evaluations;
   REQUIRE(ExportRun(**store, **pipe, eo).ok());
+  CHECK(ex.evaluations - before0 == 1);  // A's held-out gate, once for both of its picks
   auto d0 = nlohmann::json::parse(testing::ReadFile(dir / "as_searched" / "dispatch.json"));
   for (const auto& s : op->tune) {
     INFO(s.label);

@@ -394,8 +394,9 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
   CHECK(folders >= 2);  // the top 2, plus per-shape winners that are not among them
   CHECK(fs::file_size(dir / "best" / "README.md") > 0);
   // dispatch.json: every tune shape maps to an exported folder holding the fastest
-  // candidate for that shape. The 3 fastest by the search's medians were timed again
-  // (--confirm 3, the default): the pick is one of them, with its new median.
+  // candidate for that shape. The 3 fastest of every shape by the search's medians were
+  // timed again, all at every shape (--confirm 3, the default): a shape's pick is one of
+  // those candidates (the fastest there on the new medians), with its new median.
   auto dispatch = nlohmann::json::parse(testing::ReadFile(dir / "best" / "dispatch.json"));
   auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
   REQUIRE(op.ok());
@@ -406,6 +407,19 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
   q.only_ok = true;
   auto cands = (*store)->ListCandidates(q);
   REQUIRE(cands.ok());
+  // The union over shapes of each shape's 3 fastest candidates by the search's medians.
+  std::set<int64_t> confirmed;
+  for (const auto& s : op->tune) {
+    std::vector<std::pair<double, int64_t>> at;
+    for (const auto& c : *cands) {
+      auto timings = (*store)->GetTimings(c.id);  // kept alive: the loop must not range over a temporary's inside
+      REQUIRE(timings.ok());
+      for (const auto& t : *timings)
+        if (t.shape == s.label) at.push_back({t.median_us, c.id});
+    }
+    std::stable_sort(at.begin(), at.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (size_t i = 0; i < at.size() && i < 3; ++i) confirmed.insert(at[i].second);
+  }
   for (const auto& s : op->tune) {
     INFO(s.label);
     REQUIRE(dispatch["shapes"].contains(s.label));
@@ -418,17 +432,8 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
     for (const auto& ls : launch["shapes"])
       if (ls["shape"] == s.label) resolved = ls.contains("launches") && !ls.contains("error");
     CHECK(resolved);
-    std::vector<double> searched;
-    for (const auto& c : *cands) {
-      auto timings = (*store)->GetTimings(c.id);  // kept alive: the loop must not range over a temporary's inside
-      REQUIRE(timings.ok());
-      for (const auto& t : *timings)
-        if (t.shape == s.label) searched.push_back(t.median_us);
-    }
-    std::sort(searched.begin(), searched.end());
-    REQUIRE(!searched.empty());
     CHECK(d["retimed"] == true);
-    CHECK(d["search_median_us"].get<double>() <= searched[std::min<size_t>(2, searched.size() - 1)]);
+    CHECK(confirmed.count(d["candidate"].get<int64_t>()) == 1);
     CHECK(d["median_us"].get<double>() > 0);  // timed again (no speed is asserted)
   }
 }

@@ -172,8 +172,8 @@ TEST_CASE("each tune shape's champion is the archive member with the smallest me
   std::mt19937_64 rng(3);
   CHECK(a.ShapeChampion(rng) == nullptr);
   a.Add(member(1, 0.9, 10, 50));
-  a.Add(member(2, 0.5, 20, 30));
-  a.Add(member(3, 0.4, 25, 30));  // ties at "odd" keep the earlier member
+  a.Add(member(3, 0.4, 25, 30));
+  a.Add(member(2, 0.5, 20, 30));  // a tie at "odd" goes to the lower id, whatever the order
   REQUIRE(a.champions().size() == 2);
   CHECK(a.champions().at("fit").id == 1);
   CHECK(a.champions().at("odd").id == 2);
@@ -275,28 +275,35 @@ TEST_CASE("dedupe: no candidate is stored twice", "[engine]") {
 }
 
 TEST_CASE("resume after a crash loses nothing and duplicates nothing", "[engine]") {
-  World crash, whole;
-  LandscapeEvaluator e1, e2, e3;
-  FakeClock c1, c2, c3;
-  // The reference: 8 generations straight.
-  auto full = Search(whole.op, DType::kF32, Config(8, 9), whole.store.get(), &e1, &c1).Run(0, nullptr, {});
-  REQUIRE(full.ok());
-  // A run interrupted in generation 5, then resumed.
-  std::atomic<bool> stop{false};
-  int gens_seen = 0;
-  auto part = Search(crash.op, DType::kF32, Config(8, 9), crash.store.get(), &e2, &c2).Run(0, &stop, [&](const GenerationReport&) {
-    if (++gens_seen == 4) stop = true;  // interrupts during generation 5
-  });
-  REQUIRE(part.ok());
-  CHECK(part->stop_reason == "interrupted");
-  auto run = crash.store->GetRun(part->run_id);
-  CHECK(run->generations_done == 4);
-  CHECK(run->status == "interrupted");
-  auto resumed = Search(crash.op, DType::kF32, Config(8, 9), crash.store.get(), &e3, &c3).Run(part->run_id, nullptr, {});
-  REQUIRE(resumed.ok());
-  CHECK(resumed->generations_done == 8);
-  CHECK(History(*crash.store, part->run_id) == History(*whole.store, full->run_id));
-  CHECK(e2.calls + e3.calls == e1.calls);
+  // Untimed, and timed (shape champions as parents, rebuilt from the stored timings on resume).
+  for (bool timed : {false, true}) {
+    INFO("timed " << timed);
+    World crash, whole;
+    LandscapeEvaluator e1, e2, e3;
+    e1.timed = e2.timed = e3.timed = timed;
+    FakeClock c1, c2, c3;
+    RunConfig cfg = Config(8, 9);
+    cfg.shape_parents = timed ? 0.5 : 0.25;
+    // The reference: 8 generations straight.
+    auto full = Search(whole.op, DType::kF32, cfg, whole.store.get(), &e1, &c1).Run(0, nullptr, {});
+    REQUIRE(full.ok());
+    // A run interrupted in generation 5, then resumed.
+    std::atomic<bool> stop{false};
+    int gens_seen = 0;
+    auto part = Search(crash.op, DType::kF32, cfg, crash.store.get(), &e2, &c2).Run(0, &stop, [&](const GenerationReport&) {
+      if (++gens_seen == 4) stop = true;  // interrupts during generation 5
+    });
+    REQUIRE(part.ok());
+    CHECK(part->stop_reason == "interrupted");
+    auto run = crash.store->GetRun(part->run_id);
+    CHECK(run->generations_done == 4);
+    CHECK(run->status == "interrupted");
+    auto resumed = Search(crash.op, DType::kF32, cfg, crash.store.get(), &e3, &c3).Run(part->run_id, nullptr, {});
+    REQUIRE(resumed.ok());
+    CHECK(resumed->generations_done == 8);
+    CHECK(History(*crash.store, part->run_id) == History(*whole.store, full->run_id));
+    CHECK(e2.calls + e3.calls == e1.calls);
+  }
 }
 
 TEST_CASE("islands and migration follow the configuration", "[engine]") {

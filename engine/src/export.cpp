@@ -324,56 +324,57 @@ Result<int> ExportRun(db::Store& store, Pipeline& pipeline, const ExportOptions&
     return folder;
   };
 
+  std::ostringstream retimed;  // the README's confirmation table
+  std::map<int64_t, std::map<std::string, double>> medians;  // candidate -> shape -> search median
+  for (const auto& c : *cands)
+    if (auto t = store.GetTimings(c.id); t.ok())
+      for (const auto& x : *t) medians[c.id][x.shape] = x.median_us;
+  auto by_search = [&](const std::string& shape) {
+    std::vector<std::pair<double, const db::CandidateRecord*>> order;
+    for (const auto& c : *cands)
+      if (auto it = medians[c.id].find(shape); it != medians[c.id].end()) order.push_back({it->second, &c});
+    std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    return order;
+  };
+  // Confirmation (--per-shape): the search's per-shape minimum is taken over many noisy
+  // medians, timed while other candidates compile. The `confirm` fastest candidates of
+  // each shape are timed again in one fresh pass that also runs their held-out gate (so
+  // none is gated twice, the top picks below included); each shape then takes the
+  // fastest on the new medians, and reports that median.
+  std::map<int64_t, std::map<std::string, double>> again;  // candidate -> shape -> re-timed median
+  if (o.per_shape && o.confirm > 0) {
+    std::vector<const db::CandidateRecord*> todo;
+    std::set<int64_t> seen;
+    for (const auto& s : op.tune) {
+      auto order = by_search(s.label);
+      for (size_t i = 0; i < order.size() && i < static_cast<size_t>(o.confirm); ++i)
+        if (seen.insert(order[i].second->id).second) todo.push_back(order[i].second);
+    }
+    std::vector<CandidateInput> inputs;
+    for (const auto* c : todo) {
+      auto src = store.GetSource(c->source_id);
+      if (!src.ok()) return src.status();
+      inputs.push_back({src->name, src->text, ParamsOf(*c)});
+    }
+    std::vector<Ladder> ls = pipeline.Run(inputs, &op.heldout, &op.tune);
+    for (size_t i = 0; i < ls.size(); ++i) {
+      for (const auto& t : ls[i].timings) again[todo[i]->id][t.shape] = t.median_us;
+      gated[todo[i]->id] = std::move(ls[i]);
+    }
+    retimed << "\n## Per-shape picks, timed again\n\nThe " << o.confirm
+            << " fastest candidates of each shape by the search's medians were timed again in one fresh pass "
+               "(`--confirm`); each shape takes the fastest on the new medians.\n\n"
+               "| shape | candidate | search median (us) | re-timed median (us) |\n|---|---|---|---|\n";
+  }
+
   for (int rank = 1; rank <= o.top && rank <= static_cast<int>(cands->size()); ++rank) {
     auto f = pick((*cands)[rank - 1], "rank" + std::to_string(rank), "#" + std::to_string(rank));
     if (!f.ok()) return f.status();
   }
 
-  std::ostringstream retimed;  // the README's confirmation table
   if (o.per_shape) {
     // The fastest survivor of each tune shape: a dispatch table, the way a kernel library
     // picks a configuration per problem size. Up to 3 tries per shape past held-out failures.
-    std::map<int64_t, std::map<std::string, double>> medians;  // candidate -> shape -> search median
-    for (const auto& c : *cands)
-      if (auto t = store.GetTimings(c.id); t.ok())
-        for (const auto& x : *t) medians[c.id][x.shape] = x.median_us;
-    auto by_search = [&](const std::string& shape) {
-      std::vector<std::pair<double, const db::CandidateRecord*>> order;
-      for (const auto& c : *cands)
-        if (auto it = medians[c.id].find(shape); it != medians[c.id].end()) order.push_back({it->second, &c});
-      std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-      return order;
-    };
-    // Confirmation: the search's per-shape minimum over many noisy medians is biased low
-    // (the fastest of N measurements of equal kernels is the luckiest one). The `confirm`
-    // fastest candidates of each shape are timed again, in one fresh pass that also runs
-    // their held-out gate; each shape then takes the fastest on the new medians, and
-    // reports that median.
-    std::map<int64_t, std::map<std::string, double>> again;  // candidate -> shape -> re-timed median
-    if (o.confirm > 0) {
-      std::vector<const db::CandidateRecord*> todo;
-      std::set<int64_t> seen;
-      for (const auto& s : op.tune) {
-        auto order = by_search(s.label);
-        for (size_t i = 0; i < order.size() && i < static_cast<size_t>(o.confirm); ++i)
-          if (seen.insert(order[i].second->id).second) todo.push_back(order[i].second);
-      }
-      std::vector<CandidateInput> inputs;
-      for (const auto* c : todo) {
-        auto src = store.GetSource(c->source_id);
-        if (!src.ok()) return src.status();
-        inputs.push_back({src->name, src->text, ParamsOf(*c)});
-      }
-      std::vector<Ladder> ls = pipeline.Run(inputs, &op.heldout, &op.tune);
-      for (size_t i = 0; i < ls.size(); ++i) {
-        for (const auto& t : ls[i].timings) again[todo[i]->id][t.shape] = t.median_us;
-        gated[todo[i]->id] = std::move(ls[i]);
-      }
-      retimed << "\n## Per-shape picks, timed again\n\nThe " << o.confirm
-              << " fastest candidates of each shape by the search's medians were timed again in one fresh pass "
-                 "(`--confirm`); each shape takes the fastest on the new medians.\n\n"
-                 "| shape | candidate | search median (us) | re-timed median (us) |\n|---|---|---|---|\n";
-    }
     nlohmann::json dispatch = {{"run", o.run_id}, {"op", op.name}, {"dtype", DTypeName(pipeline.dtype())},
                                {"confirm", o.confirm}, {"shapes", nlohmann::json::object()}};
     for (const auto& s : op.tune) {

@@ -89,7 +89,15 @@ Result<RunConfig> LoadRunConfig(const std::string& path) {
   return FromJsonImpl(*doc, path);
 }
 
-Result<RunConfig> RunConfigFromJson(const nlohmann::json& j) { return FromJsonImpl(j, "the run's stored config"); }
+Result<RunConfig> RunConfigFromJson(const nlohmann::json& j) {
+  // A run stored before shape_parents existed bred from fitness alone: it resumes that way.
+  if (j.is_object() && !j.contains("shape_parents")) {
+    nlohmann::json k = j;
+    k["shape_parents"] = 0.0;
+    return FromJsonImpl(k, "the run's stored config");
+  }
+  return FromJsonImpl(j, "the run's stored config");
+}
 
 Result<double> ParseDuration(const std::string& text) {
   double total = 0;

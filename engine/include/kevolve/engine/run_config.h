@@ -44,7 +44,8 @@ struct RunConfig {
 // name the file and the field.
 Result<RunConfig> LoadRunConfig(const std::string& path);
 Status ValidateRunConfig(const RunConfig& c);
-// The configuration stored with a run (RunConfig::ToJson), read back for --resume.
+// The configuration stored with a run (RunConfig::ToJson), read back for --resume. A
+// stored config without shape_parents (older runs) reads it as 0, as those runs bred.
 Result<RunConfig> RunConfigFromJson(const nlohmann::json& j);
 // "90s", "30m", "2h", "1h30m" or plain seconds; an error names the text.
 Result<double> ParseDuration(const std::string& text);
