@@ -80,7 +80,7 @@ Handler AddExportCommand(CLI::App& app) {
   sub->add_option("--confirm", a->confirm,
                   "With --per-shape: time the N fastest candidates of each shape again and pick by the new medians "
                   "(default 3; 0 keeps the search's medians)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 100));
   return [a, sub] {
     a->confirm_given = sub->count("--confirm") > 0;
     return Run(*a);

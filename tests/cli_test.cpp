@@ -54,6 +54,8 @@ TEST_CASE("bad input to the run gives a one-line error and exit 2", "[cli]") {
   CHECK(RunCommand(Kevolve("--op softmax --dtype f64 --gens 1"), &out) == 2);
   CHECK(out.find("has no dtype 'f64'") != std::string::npos);
   CHECK(RunCommand(Kevolve("--op softmax --gens banana"), &out) == 2);
+  CHECK(RunCommand(Kevolve("export --run 1 --per-shape --confirm -1"), &out) == 2);
+  CHECK(out.find("--confirm: Value -1 not in range 0 to 100") != std::string::npos);
 }
 
 TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {
