@@ -88,8 +88,10 @@ int Run(const OpsArgs& a) {
         continue;
       }
       for (const auto& p : src->params) params += (params.empty() ? "" : " ") + p.name;
-      std::printf("  seed:    %-16s %s (%lld assignments before requires)\n", name.c_str(), params.c_str(),
-                  static_cast<long long>(src->SpaceSize()));
+      std::printf("  seed:    %-16s %s (%lld assignments before requires%s)\n", name.c_str(), params.c_str(),
+                  static_cast<long long>(src->SpaceSize()),
+                  src->presets.empty() ? ""
+                  : (", " + std::to_string(src->presets.size()) + (src->presets.size() == 1 ? " preset" : " presets")).c_str());
     }
   }
   if (a.json) std::printf("%s\n", all.dump(2).c_str());

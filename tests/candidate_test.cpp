@@ -239,6 +239,26 @@ TEST_CASE("Candidate: params with lists and ranges", "[core]") {
   CHECK(c.DefaultAssignment() == Assignment{{"A", 8}, {"B", -2}, {"C", 7}, {"D", 5}});
 }
 
+TEST_CASE("Candidate: presets are whole assignments, the rest at defaults, checked against the params", "[core]") {
+  CandidateSource c = MustParse(
+      "// @kevolve preset B=4 A=16\n"   // before the params it names: presets are read last
+      "// @kevolve param A 8 16 32\n"
+      "// @kevolve param B 1 2 4\n"
+      "// @kevolve param C 0 1\n"
+      "// @kevolve preset C=1, A=32\n"  // commas are accepted too
+      "// @kevolve launch k grid=1 block=1\n");
+  REQUIRE(c.presets.size() == 2);
+  CHECK(c.presets[0] == Assignment{{"A", 16}, {"B", 4}, {"C", 0}});
+  CHECK(c.presets[1] == Assignment{{"A", 32}, {"B", 1}, {"C", 1}});
+  const std::string params = "// @kevolve param A 8 16\n// @kevolve launch k grid=1 block=1\n";
+  CHECK_THAT(ParseError("// @kevolve preset Z=1\n" + params), StartsWith("t.cu:1:") && Contains("'Z' is no declared param"));
+  CHECK_THAT(ParseError("// @kevolve preset A=12\n" + params), Contains("A=12 is not one of A's values"));
+  CHECK_THAT(ParseError("// @kevolve preset A\n" + params), Contains("'A' is not NAME=VALUE"));
+  CHECK_THAT(ParseError("// @kevolve preset A=x\n" + params), Contains("needs an integer value"));
+  CHECK_THAT(ParseError("// @kevolve preset A=8 A=16\n" + params), Contains("'A' given twice"));
+  CHECK_THAT(ParseError("// @kevolve preset\n" + params), Contains("at least one NAME=VALUE"));
+}
+
 TEST_CASE("Candidate: require directives", "[core]") {
   CandidateSource c = MustParse(
       "// @kevolve param X 1 2 3\n"

@@ -142,6 +142,7 @@ TEST_CASE("an exported kernel.cu compiles on its own next to kevolve.h, and stil
     REQUIRE(src.ok());
     const std::string baked = BakeParameters(text, src->DefaultAssignment(), c.dtype);
     CHECK(baked.find("#include \"kevolve.h\"") != std::string::npos);
+    CHECK(baked.find("@kevolve preset") == std::string::npos);  // presets name other values: dropped
     std::string macro = DTypeName(c.dtype);
     for (auto& ch : macro) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     CHECK(baked.find("#define KV_DTYPE_" + macro + " 1\n#define KV_SIZEOF_T " + std::to_string(DTypeSize(c.dtype))) !=

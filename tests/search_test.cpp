@@ -232,6 +232,24 @@ TEST_CASE("a run the time limit stops after generation 0 says that nothing was b
   CHECK(ShortRunNote(done, "k.db").empty());
 }
 
+TEST_CASE("a seed's presets are tried in generation 0, after its default and before the samples", "[engine]") {
+  World w;
+  // The landscape's optimum as a preset: generation 0 alone finds it.
+  std::string text = kLandscape;
+  text.insert(0, "// @kevolve preset A=6 B=3 C=2\n");
+  testing::WriteFile(w.dir / "land.cu", text);
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig c = Config(1, 4);
+  auto r = Search(w.op, DType::kF32, c, w.store.get(), &ev, &clock).Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  REQUIRE(r->best);
+  CHECK(r->best->params == Assignment{{"A", 6}, {"B", 3}, {"C", 2}});
+  const auto all = RunCandidates(*w.store, r->run_id);
+  REQUIRE(all.size() == static_cast<size_t>(c.seed_samples + 1));  // the preset comes on top of the samples
+  CHECK(nlohmann::json::parse(all[1].params.dump()) == nlohmann::json({{"A", 6}, {"B", 3}, {"C", 2}}));
+}
+
 TEST_CASE("the same seed gives the same run; another seed another", "[engine]") {
   World w1, w2, w3;
   LandscapeEvaluator e1, e2, e3;

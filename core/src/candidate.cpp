@@ -101,6 +101,10 @@ class DirectiveParser {
       return Status::Ok();
     }
     if (kw == "scratch") return Scratch(line, rest);
+    if (kw == "preset") {
+      raw_presets_.push_back({line, rest});
+      return Status::Ok();
+    }
     if (kw == "launch") return Launch(line, rest);
     if (kw == "entry") {
       if (!IsIdent(rest)) return Error(line, "entry needs one kernel name, got '" + rest + "'");
@@ -117,10 +121,47 @@ class DirectiveParser {
       return Geometry(line, c_->launches.back(), seen_.back(), kw, rest);
     }
     return Error(line, "unknown directive '" + kw +
-                           "' (known: param, require, scratch, launch, entry, grid, block, smem, cluster)");
+                           "' (known: param, require, scratch, launch, entry, grid, block, smem, cluster, preset)");
+  }
+
+  // Presets are read last, so that they may name parameters declared below them.
+  Status Presets() {
+    for (const auto& [line, rest] : raw_presets_) {
+      Assignment a = c_->DefaultAssignment();
+      std::set<std::string> named;
+      std::string spaced = rest;
+      for (char& ch : spaced)
+        if (ch == ',') ch = ' ';
+      std::istringstream in(spaced);
+      std::string tok;
+      while (in >> tok) {
+        const auto eq = tok.find('=');
+        const std::string name = tok.substr(0, eq);
+        if (eq == std::string::npos || eq == 0 || eq + 1 == tok.size())
+          return Error(line, "preset: '" + tok + "' is not NAME=VALUE");
+        const ParamSpec* p = c_->FindParam(name);
+        if (!p) return Error(line, "preset: '" + name + "' is no declared param");
+        if (!named.insert(name).second) return Error(line, "preset: '" + name + "' given twice");
+        int64_t v = 0;
+        try {
+          size_t used = 0;
+          v = std::stoll(tok.substr(eq + 1), &used);
+          if (used != tok.size() - eq - 1) throw std::invalid_argument(tok);
+        } catch (const std::exception&) {
+          return Error(line, "preset: '" + tok + "' needs an integer value");
+        }
+        if (std::find(p->values.begin(), p->values.end(), v) == p->values.end())
+          return Error(line, "preset: " + name + "=" + std::to_string(v) + " is not one of " + name + "'s values");
+        a[name] = v;
+      }
+      if (named.empty()) return Error(line, "preset needs at least one NAME=VALUE");
+      c_->presets.push_back(a);
+    }
+    return Status::Ok();
   }
 
   Status Finish() {
+    if (Status s = Presets(); !s.ok()) return s;
     if (c_->launches.empty())
       return Status::Error(c_->name + ": no '@kevolve launch' (or 'entry') directive: nothing to run");
     for (size_t i = 0; i < c_->launches.size(); ++i) {
@@ -248,6 +289,7 @@ class DirectiveParser {
 
   CandidateSource* c_;
   std::vector<std::set<std::string>> seen_;  // per launch: geometry keys given
+  std::vector<std::pair<int, std::string>> raw_presets_;  // (line, text), read in Finish
 };
 
 }  // namespace

@@ -33,6 +33,9 @@ std::string BakeParameters(const std::string& source, const Assignment& params, 
   std::string line;
   while (std::getline(in, line)) {
     std::string t = line.substr(line.find_first_not_of(" \t") == std::string::npos ? line.size() : line.find_first_not_of(" \t"));
+    // Presets name other values of the now single-valued parameters: they go.
+    if (t.rfind("//", 0) == 0 && t.find("@kevolve") != std::string::npos && t.find(" preset ") != std::string::npos)
+      continue;
     if (t.rfind("//", 0) == 0 && t.find("@kevolve") != std::string::npos && t.find(" param ") != std::string::npos) {
       std::istringstream d(t.substr(t.find("param") + 5));
       std::string name;

@@ -143,16 +143,25 @@ std::vector<Search::Proposal2> Search::SeedProposals(std::mt19937_64& rng) {
     std::set<Assignment> seen;
     Assignment first = s->DefaultAssignment();
     if (ValidateAssignment(*s, first, constants_).ok()) seen.insert(first);
-    for (int tries = 0; static_cast<int>(seen.size()) < cfg_.seed_samples && tries < 50 * cfg_.seed_samples; ++tries) {
+    // The seed's presets (valid for this dtype), on top of its seed_samples.
+    std::vector<Assignment> presets;
+    for (const auto& p : s->presets)
+      if (!seen.count(p) && ValidateAssignment(*s, p, constants_).ok()) {
+        seen.insert(p);
+        presets.push_back(p);
+      }
+    const int want = cfg_.seed_samples + static_cast<int>(presets.size());
+    for (int tries = 0; static_cast<int>(seen.size()) < want && tries < 50 * cfg_.seed_samples; ++tries) {
       auto a = SampleAssignment(*s, rng, constants_);
       if (!a.ok()) break;
       seen.insert(*a);
     }
-    // The default first, then the samples in a stable order.
+    // The default first, then the presets in file order, then the samples in a stable order.
     std::vector<Assignment> list;
     if (seen.count(first)) list.push_back(first);
+    for (const auto& p : presets) list.push_back(p);
     for (const auto& a : seen)
-      if (a != first) list.push_back(a);
+      if (a != first && std::find(presets.begin(), presets.end(), a) == presets.end()) list.push_back(a);
     for (const auto& a : list) out.push_back({s, a, {}, "seed", next_island++ % cfg_.islands, ""});
   }
   return out;

@@ -14,6 +14,9 @@
 // @kevolve param   VBYTES 16 8 4
 // @kevolve param   CHUNKS 4 2 8 1 16
 // @kevolve param   STCS   0 1
+// Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
+//   bf16/f16 65536x256: 22.0, 22.1 us:
+// @kevolve preset  WARPS=2 ROWS=2 VBYTES=8 CHUNKS=2
 // @kevolve require VBYTES >= sizeof_T
 // @kevolve require ROWS * CHUNKS * VBYTES <= 256
 // @kevolve launch  rmsnorm_warp grid=ceil_div(rows, WARPS * ROWS) block=32*WARPS smem=0

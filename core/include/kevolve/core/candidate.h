@@ -6,6 +6,7 @@
 //   // @kevolve scratch partial  rows * 8 * sizeof_T
 //   // @kevolve launch  softmax_rows  grid=ceil_div(rows, 4)  block=BLOCK  smem=0
 //   // @kevolve entry   other_kernel      (then: grid ..., block ..., smem ..., cluster ...)
+//   // @kevolve preset  BLOCK=256 VEC=4   (an assignment the search's generation 0 tries)
 #pragma once
 
 #include <array>
@@ -55,6 +56,9 @@ struct CandidateSource {
   std::vector<LaunchSpec> launches;
   std::vector<ScratchSpec> scratch;
   std::vector<Requirement> requires_;
+  // Known-good assignments (`@kevolve preset NAME=VALUE ...`, the others at their
+  // defaults), tried in generation 0 after the default and before random samples.
+  std::vector<Assignment> presets;
 
   // Parses the directives of `text`. Errors read "NAME:LINE: what is wrong".
   static Result<CandidateSource> Parse(const std::string& text, const std::string& name);

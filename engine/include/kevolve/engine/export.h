@@ -43,7 +43,7 @@ nlohmann::json LaunchJson(const std::string& text, const std::string& name, cons
                           DType dtype, const std::string& arch, int num_sms);
 
 // The candidate's source with every parameter fixed ("#define NAME VALUE" lines and
-// single-valued @kevolve param directives), its dtype macros (unless the compiler defines
+// single-valued @kevolve param directives; preset directives dropped), its dtype macros (unless the compiler defines
 // another dtype) and `#include "kevolve.h"`, so that the file compiles on its own next to
 // kevolve.h; kevolve itself still compiles it (one parameter value each, same dtype).
 std::string BakeParameters(const std::string& source, const Assignment& params, DType dtype);
