@@ -224,7 +224,7 @@ int Run(CLI::App& app, RunArgs a) {
               static_cast<long long>(result->run_id), result->stop_reason.c_str(), result->generations_done,
               static_cast<long long>(result->evaluated));
   PrintSummary(*store, result->run_id, a.top);
-  if (std::string note = ShortRunNote(*result, a.db); !note.empty()) std::fprintf(stderr, "\n%s\n", note.c_str());
+  if (std::string note = ShortRunNote(*result, cfg.generations, a.db); !note.empty()) std::fprintf(stderr, "\n%s\n", note.c_str());
   if (result->stop_reason == "interrupted") {
     std::printf("\nresume with: kevolve --resume %lld --db %s\n", static_cast<long long>(result->run_id), a.db.c_str());
     return kExitInterrupted;

@@ -257,6 +257,17 @@ TEST_CASE("Candidate: presets are whole assignments, the rest at defaults, check
   CHECK_THAT(ParseError("// @kevolve preset A=x\n" + params), Contains("needs an integer value"));
   CHECK_THAT(ParseError("// @kevolve preset A=8 A=16\n" + params), Contains("'A' given twice"));
   CHECK_THAT(ParseError("// @kevolve preset\n" + params), Contains("at least one NAME=VALUE"));
+  // CRLF endings, tabs.
+  CandidateSource crlf = MustParse("//\t@kevolve\tpreset\tA=16\r\n// @kevolve param A 8 16\r\n// @kevolve launch k grid=1 block=1\r\n");
+  REQUIRE(crlf.presets.size() == 1);
+  CHECK(crlf.presets[0] == Assignment{{"A", 16}});
+  // Lines that are preset directives, as the parser reads them, and nothing else.
+  CHECK(DirectiveKeyword("  //\t@kevolve   preset A=1\r") == "preset");
+  CHECK(DirectiveKeyword("// @kevolve param X 1 2  // see preset") == "param");
+  CHECK(DirectiveKeyword("/* @kevolve preset A=1 */").empty());
+  CHECK(DirectiveKeyword("int x; // @kevolve preset A=1").empty());
+  CHECK(WithoutPresets("a\n// @kevolve preset A=1\n// @kevolve param A 1\nb") == "a\n// @kevolve param A 1\nb");
+  CHECK(WithoutPresets("a\n//\t@kevolve preset A=1\n") == "a\n");
 }
 
 TEST_CASE("Candidate: require directives", "[core]") {

@@ -121,6 +121,23 @@ std::string FindNvcc() {
   return "";
 }
 
+TEST_CASE("BakeParameters fixes param lines and drops preset lines as the parser reads them", "[engine]") {
+  const std::string text =
+      "// @kevolve param X 1 2  // a preset would be nice\n"
+      "//\t@kevolve\tpreset\tX=2\n"
+      "// @kevolve preset X=1\n"
+      "// @kevolve launch k grid=1 block=X\n"
+      "extern \"C\" __global__ void k() {}\n";
+  const std::string baked = BakeParameters(text, {{"X", 2}}, DType::kF32);
+  CHECK(baked.find("preset\tX=2") == std::string::npos);
+  CHECK(baked.find("@kevolve preset") == std::string::npos);
+  CHECK(baked.find("// @kevolve param X 2\n") != std::string::npos);
+  auto src = CandidateSource::Parse(baked, "k.cu");
+  REQUIRE(src.ok());
+  CHECK(src->DefaultAssignment() == Assignment{{"X", 2}});
+  CHECK(src->presets.empty());
+}
+
 TEST_CASE("an exported kernel.cu compiles on its own next to kevolve.h, and still through kevolve", "[engine]") {
   struct Case {
     const char* op;

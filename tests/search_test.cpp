@@ -220,23 +220,25 @@ TEST_CASE("a run the time limit stops after generation 0 says that nothing was b
   REQUIRE(r.ok());
   CHECK(r->stop_reason == "time");
   CHECK(r->generations_done == 1);
-  const std::string note = ShortRunNote(*r, "k.db");
+  const std::string note = ShortRunNote(*r, c.generations, "k.db");
   CHECK(note.find("after generation 0") != std::string::npos);
   CHECK(note.find("kevolve --resume " + std::to_string(r->run_id) + " --db k.db") != std::string::npos);
   // Past generation 0, or stopped for another reason: no note.
   SearchResult later = *r;
   later.generations_done = 2;
-  CHECK(ShortRunNote(later, "k.db").empty());
+  CHECK(ShortRunNote(later, c.generations, "k.db").empty());
   SearchResult done = *r;
   done.stop_reason = "generations";
-  CHECK(ShortRunNote(done, "k.db").empty());
+  CHECK(ShortRunNote(done, c.generations, "k.db").empty());
+  CHECK(ShortRunNote(*r, 1, "k.db").empty());  // --gens 1: the run is complete, whatever the clock says
 }
 
 TEST_CASE("a seed's presets are tried in generation 0, after its default and before the samples", "[engine]") {
   World w;
   // The landscape's optimum as a preset: generation 0 alone finds it.
   std::string text = kLandscape;
-  text.insert(0, "// @kevolve preset A=6 B=3 C=2\n");
+  // The optimum; the default again (dropped); one its requirement rules out (skipped).
+  text.insert(0, "// @kevolve preset A=6 B=3 C=2\n// @kevolve preset A=1\n// @kevolve preset A=7\n// @kevolve require A != 7\n");
   testing::WriteFile(w.dir / "land.cu", text);
   LandscapeEvaluator ev;
   FakeClock clock;
@@ -375,6 +377,8 @@ TEST_CASE("a second run in the same database adopts recorded results instead of 
 
 TEST_CASE("LLM children enter the search and every call is recorded", "[engine][llm]") {
   World w;
+  // A preset in the seed: the model is shown its parents and the inspirations without it.
+  testing::WriteFile(w.dir / "land.cu", std::string("// @kevolve preset A=2\n") + kLandscape);
   LlmBreeder llm = ReplayBreeder(w);
   LandscapeEvaluator ev;
   FakeClock clock;
@@ -396,6 +400,8 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
   for (const auto& c : *calls) {
     CHECK(c.provider == "rec");
     CHECK(c.parent_id.has_value());
+    CHECK(c.prompt.find("param C 0 1 2 3") != std::string::npos);  // the parent's source is in the prompt
+    CHECK(c.prompt.find("@kevolve preset") == std::string::npos);   // without its preset
     with_child += c.candidate_id.has_value();
   }
   CHECK(with_child >= 1);

@@ -294,6 +294,27 @@ class DirectiveParser {
 
 }  // namespace
 
+std::string DirectiveKeyword(const std::string& raw) {
+  std::string t = Trim(raw);
+  if (t.rfind("//", 0) != 0) return "";
+  std::string body = Trim(t.substr(2));
+  if (body.rfind(kTag, 0) != 0) return "";
+  std::istringstream in(body.substr(std::char_traits<char>::length(kTag)));
+  std::string kw;
+  in >> kw;
+  return kw;
+}
+
+std::string WithoutPresets(const std::string& text) {
+  std::string out;
+  std::istringstream in(text);
+  std::string raw;
+  while (std::getline(in, raw))
+    if (DirectiveKeyword(raw) != "preset") out += raw + "\n";
+  if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();
+  return out;
+}
+
 Result<CandidateSource> CandidateSource::Parse(const std::string& text, const std::string& name) {
   CandidateSource c;
   c.name = name;

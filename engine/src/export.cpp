@@ -33,13 +33,13 @@ std::string BakeParameters(const std::string& source, const Assignment& params, 
   std::string line;
   while (std::getline(in, line)) {
     std::string t = line.substr(line.find_first_not_of(" \t") == std::string::npos ? line.size() : line.find_first_not_of(" \t"));
+    const std::string kw = DirectiveKeyword(line);
     // Presets name other values of the now single-valued parameters: they go.
-    if (t.rfind("//", 0) == 0 && t.find("@kevolve") != std::string::npos && t.find(" preset ") != std::string::npos)
-      continue;
-    if (t.rfind("//", 0) == 0 && t.find("@kevolve") != std::string::npos && t.find(" param ") != std::string::npos) {
-      std::istringstream d(t.substr(t.find("param") + 5));
-      std::string name;
-      d >> name;
+    if (kw == "preset") continue;
+    if (kw == "param") {
+      std::istringstream d(t.substr(t.find("@kevolve") + 8));
+      std::string word, name;
+      d >> word >> name;  // "param", then the parameter's name
       auto it = params.find(name);
       if (it != params.end()) {
         out << "// @kevolve param " << name << " " << it->second << "\n";

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "kevolve/core/candidate.h"
 #include "kevolve/core/json_file.h"
 #include "kevolve/evaluators/rungs.h"
 
@@ -127,11 +128,11 @@ llm::MutationContext BuildMutationContext(const OpSpec& op, DType dtype, const P
         if (parent.id && b.id == *parent.id) continue;
         if (!sources.insert(b.source_id).second) continue;  // one per source: diversity
         auto src = store->GetSource(b.source_id);
-        if (!src.ok() || src->text == parent.source) continue;
+        if (!src.ok() || WithoutPresets(src->text) == parent.source) continue;
         char head[200];
         std::snprintf(head, sizeof(head), "%s %s fitness %.4f", src->name.c_str(), b.params.dump().c_str(),
                       b.fitness.value_or(0));
-        c.inspirations.push_back(std::string(head) + "\n```cuda\n" + Clip(src->text, kMaxInspiration) + "\n```");
+        c.inspirations.push_back(std::string(head) + "\n```cuda\n" + Clip(WithoutPresets(src->text), kMaxInspiration) + "\n```");
       }
     }
     db::CandidateQuery f;

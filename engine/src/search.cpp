@@ -241,7 +241,9 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
     if (!parent) break;
     std::string name = mix[pick_op(rng)].first;
     if (is_llm(name)) {
-      ParentRef ref{parent->source->name, parent->source->text, parent->params, parent->id};
+      // Presets matter only to a seed's generation 0, and a child that changes the
+      // parameters would have to keep them valid: the model sees the parent without them.
+      ParentRef ref{parent->source->name, WithoutPresets(parent->source->text), parent->params, parent->id};
       llm_reqs.push_back({ref, name, "", ""});
       llm_islands.push_back(parent->island);
       continue;
@@ -507,8 +509,8 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   return result;
 }
 
-std::string ShortRunNote(const SearchResult& r, const std::string& db_path) {
-  if (r.stop_reason != "time" || r.generations_done != 1) return "";
+std::string ShortRunNote(const SearchResult& r, int total_generations, const std::string& db_path) {
+  if (r.stop_reason != "time" || r.generations_done != 1 || total_generations <= 1) return "";
   return "kevolve: note: the time limit ended run " + std::to_string(r.run_id) +
          " after generation 0, the seeds' samples, so nothing was bred; give it more time, or continue it with: "
          "kevolve --resume " + std::to_string(r.run_id) + " --db " + db_path + " --time 5m";

@@ -38,8 +38,6 @@
 // Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
 //   bf16 1024x131072: 162.7 us, f32 256x262144: 163.4 us:
 // @kevolve preset  BLOCK=128 CHUNK=32 LAG=8 OCC=1024 STCS=1
-//   bf16/f16 256x262144: 87.2, 87.4 us:
-// @kevolve preset  BLOCK=256 CHUNK=32 LAG=12 OCC=1536
 // @kevolve entry   rmsnorm_split
 // @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) >= 4 ? 2 : 1)
 // @kevolve block   BLOCK

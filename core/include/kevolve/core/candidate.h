@@ -70,6 +70,12 @@ struct CandidateSource {
   int64_t SpaceSize() const;
 };
 
+// The keyword of a directive line ("param", "preset", ...) as Parse reads it; "" when the
+// line is no directive.
+std::string DirectiveKeyword(const std::string& line);
+// `text` without its `@kevolve preset` lines (presets matter only to a seed's generation 0).
+std::string WithoutPresets(const std::string& text);
+
 // Values allowed, every parameter assigned, requirements hold (those that read only
 // parameters and `constants`, such as sizeof_T; size-dependent ones are checked per
 // shape at launch).

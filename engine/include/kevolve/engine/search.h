@@ -147,8 +147,8 @@ class Search {
 // best 0.812  4096x1024 12.1us ...  41 cand/min  eta 12m".
 std::string FormatReport(const GenerationReport& r, int total_generations);
 // A note for a run that the time limit stopped before any generation was bred (only
-// generation 0, the seeds' samples, ran): no evolution happened, and how to continue it.
-// Empty otherwise.
-std::string ShortRunNote(const SearchResult& r, const std::string& db_path);
+// generation 0, the seeds' samples, ran, and more were asked for): no evolution happened,
+// and how to continue it. Empty otherwise.
+std::string ShortRunNote(const SearchResult& r, int total_generations, const std::string& db_path);
 
 }  // namespace kevolve
