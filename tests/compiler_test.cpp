@@ -35,7 +35,7 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
 
 }  // namespace
 
-TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype", "[compile]") {
+TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype, and so does every preset", "[compile]") {
   std::vector<CompileRequest> reqs;
   std::vector<std::string> what;
   for (const auto& dir : ListOpDirs((testing::SourceRoot() / "configs" / "ops").string())) {
@@ -52,6 +52,16 @@ TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype", 
         REQUIRE(s.ok);
         reqs.push_back(MakeCompileRequest(parsed, parsed.DefaultAssignment(), dt, "sm_90a"));
         what.push_back(f + " " + DTypeName(dt));
+        // A preset that fails a requirement for a dtype would be skipped without a word:
+        // every shipped preset must pass the static rung in every dtype of its op.
+        for (const auto& p : parsed.presets) {
+          CandidateSource again;
+          RungResult ps = StaticRung(*op, dt, fs::path(f).filename().string(), testing::ReadFile(f), p, &again);
+          INFO("preset " << AssignmentString(p) << ": " << ps.log);
+          REQUIRE(ps.ok);
+          reqs.push_back(MakeCompileRequest(again, p, dt, "sm_90a"));
+          what.push_back(f + " " + DTypeName(dt) + " preset " + AssignmentString(p));
+        }
       }
     }
   }
