@@ -35,14 +35,20 @@
 // lost up to 1.6% and softmax moved within 0.6%, so they keep the plain order.
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by
 // ordinary loads and padded with 0; w, b and y are then accessed element by element.
+// Pass 2 tests for padding only in the last group (it used to test every element): same
+// sums, same bits, and 0.8-3.4% faster for bf16 and f16 at 4096x32768 and the longer rows
+// on the H200 (same call, seed defaults; f32 within 0.8%).
 // @kevolve param   CHUNK   32 16 24 48 64
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   OCC     1280 1024 1536 2048
 // @kevolve param   STCS    0 1
 // @kevolve param   LAG     12 0 8 16
-// Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
-//   f32 1024x131072 and 256x262144: 343.0, 176.6 us:
-// @kevolve preset  BLOCK=256 CHUNK=32 LAG=12 OCC=1024 STCS=1
+// Presets (tried in generation 0): per-shape winners measured on the H200. f32 1024x131072
+// and 256x262144: 343.0, 176.6 us with OCC 1024 (eighth session); 341.5, 176.4 us with OCC
+// 1280 (ninth session, same call as 341.3, 176.6 for OCC 1024). OCC 1280, since at 1024
+// ptxas gives bf16 and f16 53-56 registers (4 blocks of 256 per SM instead of 5), 4-14%
+// slower there:
+// @kevolve preset  BLOCK=256 CHUNK=32 LAG=12 OCC=1280 STCS=1
 // @kevolve entry   layernorm_split
 // @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) >= 4 ? 2 : 1)
 // @kevolve block   BLOCK
@@ -125,19 +131,30 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     }
     const float sb = kv::reduce_sum<false>(s, red0);
     const float m = n > 0 ? sb / (float)n : 0.f;
-    // Pass 2: deviations from m over the valid elements only.
+    // Pass 2: deviations from m over the valid elements only. The groups below n / VEC
+    // have no padding and skip the per-element test; the padded last group (only when cols
+    // is no multiple of VEC) is the last group its thread adds, as in one loop, so the sums
+    // keep their order and bits.
     float sd = 0.f, q2 = 0.f;
+    const int nfull = n / VEC;
 #pragma unroll 4
-    for (int g = tid; g < ng; g += BLOCK) {
+    for (int g = tid; g < nfull; g += BLOCK) {
       float f[VEC];
       kv::unpack(sv[g], f);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const float d = f[k] - m;
-        if (g * VEC + k < n) {
-          sd += d;
-          q2 = fmaf(d, d, q2);
-        }
+        sd += d;
+        q2 = fmaf(d, d, q2);
+      }
+    }
+    if (nfull < ng && tid == nfull % BLOCK) {
+      float f[VEC];
+      kv::unpack(sv[nfull], f);
+      for (int k = 0; k < n - nfull * VEC; ++k) {
+        const float d = f[k] - m;
+        sd += d;
+        q2 = fmaf(d, d, q2);
       }
     }
     kv::reduce_sum2<false>(sd, q2, red1, red2);
