@@ -27,7 +27,7 @@ namespace {
 
 struct EvalArgs {
   std::string op, dtype, db, timer = "events", profile_dir;
-  std::vector<std::string> files, params;
+  std::vector<std::string> files, params, shapes;
   bool json = false, profile = false, recalibrate = false, no_timing = false;
   uint64_t seed = 1;
   int variants = 0;
@@ -86,6 +86,21 @@ int Run(const EvalArgs& a) {
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
   if (a.timer != "events" && a.timer != "cupti") { PrintError("--timer must be events or cupti"); return kExitUsage; }
+  // --shape: time (and profile) these shapes instead of the op's tune shapes. Fitness is then
+  // over these shapes only, so such a ladder is not recorded where a search could reuse it.
+  if (!a.shapes.empty()) {
+    if (!a.db.empty()) {
+      PrintError("--shape cannot be combined with --db: a database keeps ladders timed on the op's tune shapes");
+      return kExitUsage;
+    }
+    std::vector<Shape> tune;
+    for (const auto& text : a.shapes) {
+      auto shape = ParseShapeLabel(*op, text);
+      if (!shape.ok()) { PrintError("--shape: " + shape.error()); return kExitUsage; }
+      tune.push_back(*shape);
+    }
+    op->tune = std::move(tune);
+  }
   std::vector<CandidateInput> inputs;
   for (const auto& f : a.files) {
     auto text = ReadTextFile(f);
@@ -218,7 +233,8 @@ Handler AddEvalCommand(CLI::App& app) {
       "Examples:\n"
       "  kevolve eval --op softmax configs/ops/softmax/seeds/warp_row.cu\n"
       "  kevolve eval --op softmax --dtype bf16 --param WARPS=8 --db kevolve.db my_kernel.cu\n"
-      "  kevolve eval --op softmax --json --timer cupti configs/ops/softmax/seeds/*.cu");
+      "  kevolve eval --op softmax --json --timer cupti configs/ops/softmax/seeds/*.cu\n"
+      "  kevolve eval --op softmax --dtype bf16 --shape 1024x131072 --shape 256x262144 configs/ops/softmax/seeds/split_row.cu");
   sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
   sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
   sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)");
@@ -228,6 +244,9 @@ Handler AddEvalCommand(CLI::App& app) {
   sub->add_option("--launch-timeout-ms", a->launch_timeout_ms, "Watchdog floor per launch sequence (default 2000)");
   sub->add_option("--timeout-factor", a->timeout_factor, "Watchdog limit as a multiple of the reference's time (default 50)");
   sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones");
+  sub->add_option("--shape", a->shapes,
+                  "Time (and profile) this shape instead of the op's tune shapes, e.g. 1024x131072 "
+                  "(the op's sizes in order; repeatable; any positive sizes; not with --db)");
   sub->add_flag("--recalibrate", a->recalibrate, "Measure the device's copy bandwidth and FMA peak again");
   sub->add_flag("--no-timing", a->no_timing, "Stop after the correctness rung");
   sub->add_flag("--profile", a->profile, "Add the profile rung: Nsight Compute metrics per tune shape and SASS (needs ncu, cuobjdump)");

@@ -56,6 +56,17 @@ TEST_CASE("bad input to the run gives a one-line error and exit 2", "[cli]") {
   CHECK(RunCommand(Kevolve("--op softmax --gens banana"), &out) == 2);
   CHECK(RunCommand(Kevolve("export --run 1 --per-shape --confirm -1"), &out) == 2);
   CHECK(out.find("--confirm: Value -1 not in range 0 to 100") != std::string::npos);
+  // kevolve eval --shape: a malformed shape, and --shape with --db (whose ladders a search
+  // could reuse), are refused before any GPU is looked for.
+  const std::string seed = " configs/ops/softmax/seeds/split_row.cu";
+  CHECK(RunCommand(Kevolve("eval --op softmax --shape 1024x" + seed), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("--shape: '1024x': cols '' is not a positive integer (op 'softmax' takes rows x cols") !=
+        std::string::npos);
+  CHECK(RunCommand(Kevolve("eval --op matmul --shape 4096x4096 configs/ops/matmul/seeds/mma_sync.cu"), &out) == 2);
+  CHECK(out.find("expected 3 sizes (op 'matmul' takes M x N x K") != std::string::npos);
+  CHECK(RunCommand(Kevolve("eval --op softmax --shape 64x64 --db /tmp/kevolve-cli-shape.db" + seed), &out) == 2);
+  CHECK(out.find("--shape cannot be combined with --db") != std::string::npos);
 }
 
 TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {

@@ -366,6 +366,24 @@ TEST_CASE("every GPU of the machine takes evaluations", "[gpu]") {
   CHECK(used.size() >= 2);
 }
 
+TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
+  GpuFixture::Get();
+  std::string out;
+  const std::string cmd = "cd '" + testing::SourceRoot().string() + "' && '" + testing::KevolveBinary().string() +
+                          "' eval --op softmax --dtype bf16 --shape 300x50000 --shape 2X7 "
+                          "configs/ops/softmax/seeds/split_row.cu";
+  int rc = testing::RunCommand(cmd, &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  std::vector<std::string> timed;
+  for (size_t p = out.find("[timing] ok "); p != std::string::npos; p = out.find("[timing] ok ", p + 1)) {
+    const size_t b = p + std::string("[timing] ok ").size();
+    timed.push_back(out.substr(b, out.find(' ', b) - b));
+  }
+  CHECK(timed == std::vector<std::string>{"300x50000", "2x7"});
+  CHECK(out.find("[correctness] ok") != std::string::npos);  // the check shapes still run
+}
+
 TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes every artifact", "[gpu]") {
   GpuFixture::Get();
   auto dir = testing::MakeTempDir("gpurun");

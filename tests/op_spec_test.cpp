@@ -189,6 +189,31 @@ TEST_CASE("OpSpec: ListOpDirs finds the shipped ops", "[core]") {
   CHECK(ListOpDirs((testing::SourceRoot() / "no-such-dir").string()).empty());
 }
 
+TEST_CASE("OpSpec: a shape label parses in the op's size order, and bad ones say what is expected", "[core]") {
+  const OpSpec op = MustLoad(SoftmaxDir());
+  auto s = ParseShapeLabel(op, "1024x131072");
+  REQUIRE(s.ok());
+  CHECK(s->sizes.at("rows") == 1024);
+  CHECK(s->sizes.at("cols") == 131072);
+  CHECK(s->label == "1024x131072");
+  // An upper-case X reads the same and the label comes out canonical; the sizes need
+  // not be tune shapes.
+  s = ParseShapeLabel(op, "7X65537");
+  REQUIRE(s.ok());
+  CHECK(s->label == "7x65537");
+  CHECK(s->sizes.at("cols") == 65537);
+  for (const char* bad : {"", "1024", "1024x", "x131072", "1024x131072x2", "0x5", "-3x5", "4x2.5", "4x 5", "4x5a",
+                          "99999999999999999999x5"}) {
+    INFO(bad);
+    auto r = ParseShapeLabel(op, bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error(), StartsWith(std::string("'") + bad + "': "));
+    CHECK_THAT(r.error(), Contains("op 'softmax' takes rows x cols, e.g. 4096x1024"));
+  }
+  CHECK_THAT(ParseShapeLabel(op, "1024").error(), Contains("expected 2 sizes"));
+  CHECK_THAT(ParseShapeLabel(op, "0x5").error(), Contains("rows '0' is not a positive integer"));
+}
+
 TEST_CASE("OpSpec: seeds are absolute even when the folder is given relative", "[core]") {
   // op_spec.h: "reference: absolute path of the reference kernel", "seeds: absolute paths".
   fs::path rel = fs::relative(SoftmaxDir(), fs::current_path());

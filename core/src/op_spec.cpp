@@ -1,6 +1,7 @@
 #include "kevolve/core/op_spec.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include "kevolve/core/json_file.h"
@@ -82,6 +83,37 @@ void ParseRange(JsonReader& r, const Json& obj, const std::string& key, const st
     r.Error(p, "expected a number or a range [lo, hi]");
   }
 }
+
+}  // namespace
+
+Result<Shape> ParseShapeLabel(const OpSpec& op, const std::string& text) {
+  std::string names;
+  for (const auto& n : op.sizes) names += (names.empty() ? "" : " x ") + n;
+  const std::string expect = " (op '" + op.name + "' takes " + names +
+                             (op.tune.empty() ? std::string() : ", e.g. " + op.tune.front().label) + ")";
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == 'x' || c == 'X') parts.emplace_back();
+    else parts.back() += c;
+  }
+  if (parts.size() != op.sizes.size())
+    return Status::Error("'" + text + "': expected " + std::to_string(op.sizes.size()) + " sizes" + expect);
+  Shape shape;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    int64_t v = 0;
+    const char* b = parts[k].data();
+    const char* e = b + parts[k].size();
+    auto [ptr, ec] = std::from_chars(b, e, v);
+    if (parts[k].empty() || ec != std::errc() || ptr != e || v <= 0)
+      return Status::Error("'" + text + "': " + op.sizes[k] + " '" + parts[k] + "' is not a positive integer" +
+                           expect);
+    shape.sizes[op.sizes[k]] = v;
+    shape.label += (k ? "x" : "") + std::to_string(v);
+  }
+  return shape;
+}
+
+namespace {
 
 std::vector<Shape> ParseShapes(JsonReader& r, const Json& shapes, const std::string& key,
                                const std::string& path, const std::vector<std::string>& sizes,
