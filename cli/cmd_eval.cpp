@@ -86,8 +86,9 @@ int Run(const EvalArgs& a) {
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
   if (a.timer != "events" && a.timer != "cupti") { PrintError("--timer must be events or cupti"); return kExitUsage; }
-  // --shape: time (and profile) these shapes instead of the op's tune shapes. Fitness is then
-  // over these shapes only, so such a ladder is not recorded where a search could reuse it.
+  // --shape: time (and profile) these shapes instead of the op's tune shapes, and check them
+  // too. Fitness is then over these shapes only, so such a ladder is not recorded where a
+  // search could reuse it.
   if (!a.shapes.empty()) {
     if (!a.db.empty()) {
       PrintError("--shape cannot be combined with --db: a database keeps ladders timed on the op's tune shapes");
@@ -97,7 +98,16 @@ int Run(const EvalArgs& a) {
     for (const auto& text : a.shapes) {
       auto shape = ParseShapeLabel(*op, text);
       if (!shape.ok()) { PrintError("--shape: " + shape.error()); return kExitUsage; }
-      tune.push_back(*shape);
+      bool seen = false;
+      for (const auto& t : tune) seen |= t.label == shape->label;
+      if (!seen) tune.push_back(*shape);  // a repeat would count twice in the fitness
+    }
+    // The shapes timed are also checked against the reference: a shape the check shapes do
+    // not cover could otherwise report a fast time for wrong output.
+    for (const auto& t : tune) {
+      bool seen = false;
+      for (const auto& c : op->check) seen |= c.label == t.label;
+      if (!seen) op->check.push_back(t);
     }
     op->tune = std::move(tune);
   }
@@ -237,7 +247,8 @@ Handler AddEvalCommand(CLI::App& app) {
       "  kevolve eval --op softmax --dtype bf16 --shape 1024x131072 --shape 256x262144 configs/ops/softmax/seeds/split_row.cu");
   sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
   sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
-  sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)");
+  // One value per use (CLI11 would otherwise take the candidate files that follow too).
+  sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
   sub->add_option("--db", a->db, "Record candidates, rungs, timings and calibration in this database");
   sub->add_option("--seed", a->seed, "Seed of the random input draws");
   sub->add_option("--timer", a->timer, "events (CUDA events) or cupti (CUPTI kernel records)");
@@ -245,8 +256,9 @@ Handler AddEvalCommand(CLI::App& app) {
   sub->add_option("--timeout-factor", a->timeout_factor, "Watchdog limit as a multiple of the reference's time (default 50)");
   sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones");
   sub->add_option("--shape", a->shapes,
-                  "Time (and profile) this shape instead of the op's tune shapes, e.g. 1024x131072 "
-                  "(the op's sizes in order; repeatable; any positive sizes; not with --db)");
+                  "Time (and profile) this shape instead of the op's tune shapes, and check it too, e.g. "
+                  "1024x131072 (the op's sizes in order; repeatable; not with --db)")
+      ->allow_extra_args(false);
   sub->add_flag("--recalibrate", a->recalibrate, "Measure the device's copy bandwidth and FMA peak again");
   sub->add_flag("--no-timing", a->no_timing, "Stop after the correctness rung");
   sub->add_flag("--profile", a->profile, "Add the profile rung: Nsight Compute metrics per tune shape and SASS (needs ncu, cuobjdump)");

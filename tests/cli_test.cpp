@@ -67,6 +67,16 @@ TEST_CASE("bad input to the run gives a one-line error and exit 2", "[cli]") {
   CHECK(out.find("expected 3 sizes (op 'matmul' takes M x N x K") != std::string::npos);
   CHECK(RunCommand(Kevolve("eval --op softmax --shape 64x64 --db /tmp/kevolve-cli-shape.db" + seed), &out) == 2);
   CHECK(out.find("--shape cannot be combined with --db") != std::string::npos);
+  // --shape and --param take one value each: the candidate files after them stay files
+  // (the command gets as far as looking for a GPU, exit 3, or runs with one, exit 0).
+  const std::string two = " configs/ops/softmax/seeds/split_row.cu configs/ops/softmax/seeds/block_row.cu";
+  for (const char* opt : {"--shape 64x64", "--no-timing --param BLOCK=256"}) {
+    INFO(opt);
+    int rc = RunCommand(Kevolve(std::string("eval --op softmax ") + opt + two), &out);
+    INFO(out);
+    CHECK(rc != 2);
+    CHECK(out.find("is not a positive integer") == std::string::npos);
+  }
 }
 
 TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {

@@ -381,7 +381,11 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
     timed.push_back(out.substr(b, out.find(' ', b) - b));
   }
   CHECK(timed == std::vector<std::string>{"300x50000", "2x7"});
-  CHECK(out.find("[correctness] ok") != std::string::npos);  // the check shapes still run
+  // The op's check shapes still run, and the shapes timed are checked too (2x7 is not a
+  // check shape; 300x50000 neither).
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
+  REQUIRE(op.ok());
+  CHECK(out.find("[correctness] ok shapes=" + std::to_string(op->check.size() + 2) + " ") != std::string::npos);
 }
 
 TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes every artifact", "[gpu]") {

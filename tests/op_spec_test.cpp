@@ -202,8 +202,8 @@ TEST_CASE("OpSpec: a shape label parses in the op's size order, and bad ones say
   REQUIRE(s.ok());
   CHECK(s->label == "7x65537");
   CHECK(s->sizes.at("cols") == 65537);
-  for (const char* bad : {"", "1024", "1024x", "x131072", "1024x131072x2", "0x5", "-3x5", "4x2.5", "4x 5", "4x5a",
-                          "99999999999999999999x5"}) {
+  for (const char* bad : {"", "1024", "1024x", "x131072", "1024x131072x2", "0x5", "-3x5", "+3x5", "4x2.5", "4x 5",
+                          "4x5a", "99999999999999999999x5", "2147483648x5"}) {
     INFO(bad);
     auto r = ParseShapeLabel(op, bad);
     REQUIRE_FALSE(r.ok());
@@ -212,6 +212,14 @@ TEST_CASE("OpSpec: a shape label parses in the op's size order, and bad ones say
   }
   CHECK_THAT(ParseShapeLabel(op, "1024").error(), Contains("expected 2 sizes"));
   CHECK_THAT(ParseShapeLabel(op, "0x5").error(), Contains("rows '0' is not a positive integer"));
+  // Kernels take sizes as int: the largest int parses, one more is refused as too large.
+  s = ParseShapeLabel(op, "1x2147483647");
+  REQUIRE(s.ok());
+  CHECK(s->sizes.at("cols") == 2147483647);
+  for (const char* big : {"2147483648x5", "5x99999999999999999999"}) {
+    INFO(big);
+    CHECK_THAT(ParseShapeLabel(op, big).error(), Contains("is too large (kernels take sizes as int: at most 2147483647)"));
+  }
 }
 
 TEST_CASE("OpSpec: seeds are absolute even when the folder is given relative", "[core]") {

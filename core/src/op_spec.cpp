@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 
 #include "kevolve/core/json_file.h"
@@ -104,6 +105,10 @@ Result<Shape> ParseShapeLabel(const OpSpec& op, const std::string& text) {
     const char* b = parts[k].data();
     const char* e = b + parts[k].size();
     auto [ptr, ec] = std::from_chars(b, e, v);
+    // Kernels take their sizes as int.
+    if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == e && v > INT32_MAX))
+      return Status::Error("'" + text + "': " + op.sizes[k] + " '" + parts[k] +
+                           "' is too large (kernels take sizes as int: at most 2147483647)" + expect);
     if (parts[k].empty() || ec != std::errc() || ptr != e || v <= 0)
       return Status::Error("'" + text + "': " + op.sizes[k] + " '" + parts[k] + "' is not a positive integer" +
                            expect);

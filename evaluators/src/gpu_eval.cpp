@@ -365,13 +365,14 @@ EvalResult Evaluator::Run(const EvalRequest& req) {
     ref = *r;
     ref_cache_[req.reference.hash] = ref;
   }
-  for (const auto& shape : req.check) {
-    Fault f = CheckResources(**cand, shape.launches);
-    if (!f.ok()) return finish_fault(launch, f);
-  }
-  for (const auto& shape : req.tune) {
-    Fault f = CheckResources(**cand, shape.launches);
-    if (!f.ok()) return finish_fault(launch, f);
+  for (const auto* shapes : {&req.check, &req.tune}) {
+    for (const auto& shape : *shapes) {
+      Fault f = CheckResources(**cand, shape.launches);
+      if (!f.ok()) {
+        f.log = "shape " + shape.label + ": " + f.log;
+        return finish_fault(launch, f);
+      }
+    }
   }
 
   // Correctness, shape by shape; a launch fault stops everything.

@@ -45,7 +45,7 @@
 // @kevolve param   LAG     12 0 8 16
 // Presets (tried in generation 0): per-shape winners measured on the H200. f32 1024x131072
 // and 256x262144: 343.0, 176.6 us with OCC 1024 (eighth session); 341.5, 176.4 us with OCC
-// 1280 (ninth session, same call as 341.3, 176.6 for OCC 1024). OCC 1280, since at 1024
+// 1280 (ninth session; the old kernel at the old preset: 341.3, 176.6). OCC 1280, since at 1024
 // ptxas gives bf16 and f16 53-56 registers (4 blocks of 256 per SM instead of 5), 4-14%
 // slower there:
 // @kevolve preset  BLOCK=256 CHUNK=32 LAG=12 OCC=1280 STCS=1

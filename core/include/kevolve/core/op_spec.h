@@ -78,7 +78,8 @@ struct OpSpec {
 
 // A shape written as on the command line and in labels: the op's sizes in order, joined
 // by 'x' ("1024x131072" for rows x cols, "4096x4096x512" for M x N x K). Every size must
-// be a positive integer. The error says what the op expects.
+// be a positive integer that fits an int (kernels take sizes as int). The error says what
+// the op expects.
 Result<Shape> ParseShapeLabel(const OpSpec& op, const std::string& text);
 
 // Loads and validates configs/ops/<name>/op.json under `dir`. Errors name the file, the
