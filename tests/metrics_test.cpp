@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <tbb/task_arena.h>
+
 #include "kevolve/evaluators/metrics.h"
 
 namespace kevolve {
@@ -380,15 +382,38 @@ TEST_CASE("guard violations count changed bytes", "[metrics]") {
   CHECK(GuardViolations(guard.data(), kGuardBytes) == 3);
 }
 
-TEST_CASE("HashBytes is FNV-1a and sees a single byte change", "[metrics]") {
-  CHECK(HashBytes("", 0) == 14695981039346656037ull);
-  CHECK(HashBytes("a", 1) == 0xaf63dc4c8601ec8cull);
-  std::vector<unsigned char> data(10000);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7);
-  const uint64_t h = HashBytes(data.data(), data.size());
-  CHECK(HashBytes(data.data(), data.size()) == h);
-  data[5000] ^= 1;
-  CHECK(HashBytes(data.data(), data.size()) != h);
+TEST_CASE("HashBytes sees any single byte change, at every length and position", "[metrics]") {
+  // Lengths around the 8- and 32-byte steps and the 1 MiB pieces (several pieces are
+  // hashed in parallel); a flipped bit in the first, a middle, a piece-boundary and the
+  // last byte must change the hash, and the same bytes must give the same hash.
+  const size_t mib = size_t{1} << 20;
+  for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{31}, size_t{33}, size_t{1000}, mib - 1, mib, mib + 1,
+                   3 * mib + 13}) {
+    std::vector<unsigned char> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<unsigned char>(i * 7 + (i >> 11));
+    const uint64_t h = HashBytes(data.data(), n);
+    CHECK(HashBytes(data.data(), n) == h);
+    for (size_t at : {size_t{0}, n / 2, std::min(n - 1, mib - 1), std::min(n - 1, mib), n - 1}) {
+      data[at] ^= 0x10;
+      CHECK(HashBytes(data.data(), n) != h);
+      data[at] ^= 0x10;
+    }
+    CHECK(HashBytes(data.data(), n) == h);
+  }
+  // Two buffers that differ only in length (trailing zeros) hash differently.
+  std::vector<unsigned char> z(64, 0);
+  CHECK(HashBytes(z.data(), 32) != HashBytes(z.data(), 64));
+  CHECK(HashBytes(z.data(), 0) != HashBytes(z.data(), 1));
+}
+
+TEST_CASE("HashBytes gives the same value on one thread as on many", "[metrics]") {
+  std::vector<unsigned char> data(5 * (size_t{1} << 20) + 77);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+  const uint64_t many = HashBytes(data.data(), data.size());
+  uint64_t one = 0;
+  tbb::task_arena arena(1);
+  arena.execute([&] { one = HashBytes(data.data(), data.size()); });
+  CHECK(one == many);
 }
 
 TEST_CASE("CountDifferentElements compares per element", "[metrics]") {

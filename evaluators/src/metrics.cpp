@@ -434,14 +434,62 @@ int64_t GuardViolations(const uint8_t* guard, int64_t n) {
   return bad;
 }
 
+namespace {
+
+// HashBytes: each 1 MiB piece is hashed on its own (in parallel for large buffers), four
+// independent 64-bit lanes of multiply-rotate rounds over 8-byte words, then the pieces'
+// hashes are folded in order, so the result does not depend on the thread count. A round
+// is a bijection of its lane for a fixed word and of the word for a fixed lane, so one
+// changed byte changes its lane for good. The byte-wise FNV-1a this replaces ran at about
+// 0.9 GB/s, one multiply's latency per byte: seconds per check of a 128M-element shape.
+constexpr uint64_t kHashM1 = 0x9E3779B185EBCA87ull;
+constexpr uint64_t kHashM2 = 0xC2B2AE3D27D4EB4Full;
+constexpr size_t kHashPiece = size_t{1} << 20;
+
+inline uint64_t Rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t HashRound(uint64_t acc, uint64_t word) { return Rotl64(acc + word * kHashM2, 31) * kHashM1; }
+inline uint64_t HashFinal(uint64_t h) {
+  h ^= h >> 33;
+  h *= kHashM2;
+  h ^= h >> 29;
+  h *= kHashM1;
+  return h ^ (h >> 32);
+}
+inline uint64_t Load64(const unsigned char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+
+uint64_t HashPiece(const unsigned char* p, size_t n, uint64_t seed) {
+  uint64_t a0 = seed + kHashM1, a1 = seed ^ kHashM2, a2 = seed + 1, a3 = seed - kHashM1;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = HashRound(a0, Load64(p + i));
+    a1 = HashRound(a1, Load64(p + i + 8));
+    a2 = HashRound(a2, Load64(p + i + 16));
+    a3 = HashRound(a3, Load64(p + i + 24));
+  }
+  uint64_t h = Rotl64(a0, 1) + Rotl64(a1, 7) + Rotl64(a2, 12) + Rotl64(a3, 18) + n;
+  for (; i + 8 <= n; i += 8) h = HashRound(h, Load64(p + i));
+  for (; i < n; ++i) h = HashRound(h, p[i]);
+  return HashFinal(h);
+}
+
+}  // namespace
+
 uint64_t HashBytes(const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
+  const size_t pieces = (n + kHashPiece - 1) / kHashPiece;
+  if (pieces <= 1) return HashFinal(HashPiece(p, n, 0) ^ n);
+  std::vector<uint64_t> hs(pieces);
+  auto run = [&](size_t k) { hs[k] = HashPiece(p + k * kHashPiece, std::min(kHashPiece, n - k * kHashPiece), k); };
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, pieces), [&](const tbb::blocked_range<size_t>& r) {
+    for (size_t k = r.begin(); k != r.end(); ++k) run(k);
+  });
+  uint64_t h = n;
+  for (uint64_t x : hs) h = HashRound(h, x);
+  return HashFinal(h);
 }
 
 // Returns the number of elements (of elem_bytes each) whose bytes differ.

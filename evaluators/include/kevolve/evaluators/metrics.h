@@ -49,7 +49,8 @@ void MergeMetrics(CompareMetrics* into, const CompareMetrics& m);
 // Number of guard bytes that no longer hold kGuardByte.
 int64_t GuardViolations(const uint8_t* guard, int64_t n);
 
-// 64-bit FNV-1a; for telling whether an input buffer changed.
+// A 64-bit hash of the bytes (multi-lane, parallel over 1 MiB pieces, the same value on any
+// thread count); for telling whether an input buffer changed. Not for adversaries.
 uint64_t HashBytes(const void* data, size_t n);
 
 // True when the two byte ranges differ (bit-for-bit determinism check).
