@@ -49,6 +49,12 @@
 // ptxas gives bf16 and f16 53-56 registers (4 blocks of 256 per SM instead of 5), 4-14%
 // slower there:
 // @kevolve preset  BLOCK=256 CHUNK=32 LAG=12 OCC=1280 STCS=1
+//   the tenth session's bf16 benchmark picks, tried in every dtype (same call, us, against
+//   the preset above): 128 threads and 16 KiB chunks, f16 1024x131072 194.4 (198.8) and
+//   256x262144 100.7 (106.6), bf16 256x262144 98.3 (101.3); 128 threads and 32 KiB chunks,
+//   bf16 1024x131072 184.3 (189.3), f32 1024x131072 336.0 (343.2):
+// @kevolve preset  BLOCK=128 CHUNK=16 LAG=12 OCC=1280 STCS=0
+// @kevolve preset  BLOCK=128 CHUNK=32 LAG=12 OCC=1280 STCS=1
 // @kevolve entry   layernorm_split
 // @kevolve grid    rows * min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) * (LAG > 0 && min(num_sms, ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, CHUNK * 1024)) >= 4 ? 2 : 1)
 // @kevolve block   BLOCK
