@@ -66,6 +66,20 @@ void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dt
   }
 }
 
+// With several candidates: the fastest at each shape among those that passed every rung.
+void PrintFastest(const std::vector<Ladder>& ladders, const std::string& dtype) {
+  const std::vector<ShapeBest> best = FastestPerShape(ladders);
+  if (best.empty()) return;
+  size_t passed = 0;
+  for (const auto& l : ladders) passed += l.ok();
+  std::printf("fastest per shape (%s, of the %zu candidates that passed every rung):\n", dtype.c_str(), passed);
+  for (const auto& b : best) {
+    const Ladder& l = ladders[b.ladder];
+    std::printf("  %-14s %10s us  frac %s  %s [%s]\n", b.shape.c_str(), Num(b.median_us).c_str(),
+                Num(b.fraction, "%.3f").c_str(), l.input.name.c_str(), AssignmentString(l.input.params).c_str());
+  }
+}
+
 nlohmann::json LadderJson(const Ladder& l) {
   nlohmann::json j = {{"file", l.input.name}, {"params", l.input.params}, {"hash", l.hash}, {"ok", l.ok()},
                       {"status", l.status()}, {"device", l.device_uuid}, {"rungs", nlohmann::json::array()},
@@ -216,6 +230,7 @@ int Run(const EvalArgs& a) {
     if (!a.json && !profiles[li].empty()) std::printf("%s", profiles[li].c_str());
   }
   if (a.json) std::printf("%s\n", out.dump(2).c_str());
+  if (!a.json && ladders.size() > 1) PrintFastest(ladders, DTypeName(*dtype));
   if (!a.json && ladders.size() > 1)
     std::printf("%zu candidates (%d failed) in %.1f s on %zu GPU(s): %.0f candidates per GPU-minute\n", ladders.size(),
                 failed, wall_s, pool->Devices().size(),

@@ -1,5 +1,6 @@
 #include "kevolve/engine/pipeline.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -15,6 +16,25 @@ bool Ladder::ok() const {
   for (const auto& r : rungs)
     if (!r.ok) return false;
   return true;
+}
+
+std::vector<ShapeBest> FastestPerShape(const std::vector<Ladder>& ladders) {
+  std::vector<ShapeBest> best;
+  for (size_t li = 0; li < ladders.size(); ++li) {
+    const Ladder& l = ladders[li];
+    if (!l.ok()) continue;
+    for (const auto& t : l.timings) {
+      auto it = std::find_if(best.begin(), best.end(), [&](const ShapeBest& b) { return b.shape == t.shape; });
+      if (it != best.end() && it->median_us <= t.median_us) continue;  // ties keep the earlier ladder
+      ShapeBest b{t.shape, t.median_us, 0.0, li};
+      if (l.fitness)
+        for (const auto& f : l.fitness->shapes)
+          if (f.shape == t.shape) b.fraction = f.fraction;
+      if (it != best.end()) *it = b;
+      else best.push_back(b);
+    }
+  }
+  return best;
 }
 
 std::string Ladder::status() const {

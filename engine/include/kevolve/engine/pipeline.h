@@ -46,6 +46,17 @@ struct Ladder {
   nlohmann::json Features() const;  // params, registers, smem, threads: for diversity
 };
 
+// The fastest ladder at each timed shape, among those that passed every rung (a fast
+// kernel that failed a rung is never a pick). Shapes in the order the ladders timed them;
+// `fraction` is the roofline fraction from that ladder's fitness (0 without one).
+struct ShapeBest {
+  std::string shape;
+  double median_us = 0;
+  double fraction = 0;
+  size_t ladder = 0;  // index into the ladders given
+};
+std::vector<ShapeBest> FastestPerShape(const std::vector<Ladder>& ladders);
+
 struct PipelineOptions {
   std::string arch;             // default: the first device's, else sm_90
   EvalOptions eval;

@@ -1,0 +1,82 @@
+// Tests for the ladder helpers of engine/pipeline.h that need no GPU: the per-shape
+// summary `kevolve eval` prints after several candidates.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kevolve/engine/pipeline.h"
+
+namespace kevolve {
+namespace {
+
+// A ladder whose rungs all passed (or whose correctness rung failed) with these medians.
+Ladder MakeLadder(const std::string& name, const std::vector<std::pair<std::string, double>>& medians,
+                  bool correct = true) {
+  Ladder l;
+  l.input.name = name;
+  for (const char* rung : {"static", "compile", "launch", "correctness", "timing", "fitness"}) {
+    RungResult r;
+    r.name = rung;
+    r.ok = correct || std::string(rung) != "correctness";
+    l.rungs.push_back(r);
+  }
+  FitnessResult f;
+  for (const auto& [shape, us] : medians) {
+    ShapeTiming t;
+    t.shape = shape;
+    t.median_us = us;
+    l.timings.push_back(t);
+    ShapeFraction s;
+    s.shape = shape;
+    s.median_us = us;
+    s.roofline_us = 10.0;
+    s.fraction = 10.0 / us;
+    f.shapes.push_back(s);
+  }
+  l.fitness = f;
+  return l;
+}
+
+TEST_CASE("FastestPerShape picks per shape among the ladders that passed every rung", "[engine]") {
+  std::vector<Ladder> ls;
+  ls.push_back(MakeLadder("a.cu", {{"64x64", 20.0}, {"128x128", 50.0}}));
+  ls.push_back(MakeLadder("wrong.cu", {{"64x64", 1.0}, {"128x128", 1.0}}, false));  // fastest, but wrong
+  ls.push_back(MakeLadder("b.cu", {{"64x64", 25.0}, {"128x128", 40.0}}));
+  ls.push_back(MakeLadder("c.cu", {{"64x64", 20.0}, {"256x256", 80.0}}));  // ties a.cu at 64x64
+  Ladder none;  // cancelled before any rung: not ok
+  ls.push_back(none);
+
+  const std::vector<ShapeBest> best = FastestPerShape(ls);
+  REQUIRE(best.size() == 3);
+  // Shapes in the order they were first timed.
+  CHECK(best[0].shape == "64x64");
+  CHECK(best[1].shape == "128x128");
+  CHECK(best[2].shape == "256x256");
+  // The wrong kernel is never a pick; a tie keeps the earlier ladder.
+  CHECK(best[0].ladder == 0);
+  CHECK(best[0].median_us == Approx(20.0));
+  CHECK(best[0].fraction == Approx(0.5));
+  CHECK(best[1].ladder == 2);
+  CHECK(best[1].median_us == Approx(40.0));
+  CHECK(best[1].fraction == Approx(0.25));
+  CHECK(best[2].ladder == 3);
+}
+
+TEST_CASE("FastestPerShape is empty when no ladder passed", "[engine]") {
+  std::vector<Ladder> ls;
+  ls.push_back(MakeLadder("wrong.cu", {{"64x64", 1.0}}, false));
+  ls.push_back(Ladder{});
+  CHECK(FastestPerShape(ls).empty());
+  // A passing ladder without a fitness rung result reports fraction 0.
+  Ladder l = MakeLadder("nofit.cu", {{"64x64", 3.0}});
+  l.fitness.reset();
+  ls.push_back(l);
+  const auto best = FastestPerShape(ls);
+  REQUIRE(best.size() == 1);
+  CHECK(best[0].ladder == 2);
+  CHECK(best[0].fraction == 0.0);
+}
+
+}  // namespace
+}  // namespace kevolve
