@@ -12,6 +12,8 @@ namespace fs = std::filesystem;
 
 namespace kevolve::cli {
 
+void PrintWarning(const std::string& message) { std::fprintf(stderr, "kevolve: warning: %s\n", message.c_str()); }
+
 void PrintError(const std::string& message) {
   std::istringstream in(message);
   std::string line;

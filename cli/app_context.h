@@ -23,6 +23,8 @@ constexpr int kExitInterrupted = 130;
 
 // Prints "kevolve: error: MESSAGE" (each line of a multi-line message) to stderr.
 void PrintError(const std::string& message);
+// "kevolve: warning: ..." on stderr: something was skipped, and the command goes on.
+void PrintWarning(const std::string& message);
 
 // The configs/ops folder ("" when not found, with the error printed).
 std::string OpsRoot();

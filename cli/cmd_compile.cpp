@@ -226,7 +226,7 @@ Handler AddCompileCommand(CLI::App& app) {
       "  kevolve compile --op softmax --variants 64 configs/ops/softmax/seeds/block_row.cu");
   sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
   sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
-  sub->add_option("--arch", a->arch, "Real target architecture (default: the GPU's own, arch-specific: sm_90a on an H100/H200; else sm_90a)");
+  sub->add_option("--arch", a->arch, "Real target architecture (default: the GPU's own in its arch-specific form, sm_90a on an H100/H200; sm_90a without a GPU)");
   // One value per use (CLI11 would otherwise take the candidate files that follow too).
   sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
   sub->add_option("--variants", a->variants, "Compile N assignments per file: the default one, then random valid ones");

@@ -112,16 +112,22 @@ int Run(const MutateArgs& a) {
     dirs.insert(dirs.end(), a.context_dirs.begin(), a.context_dirs.end());
     for (const auto& d : dirs) {
       auto n = idx->IndexFolder(d);
-      if (!n.ok()) PrintError("context: " + n.error());
+      if (!n.ok()) PrintWarning("context folder skipped: " + n.error());
     }
   } else {
     PrintError("context index unavailable: " + index.error());
   }
   llm::MutationContext ctx = BuildMutationContext(*op, *dtype, parent, store.get(), idx.get(), std::nullopt);
   bool diff = a.op_kind == "llm_diff";
+  llm::Mutator preview(nullptr, nullptr, {a.max_prompt_chars, a.repairs});
+  llm::BuiltPrompt p = preview.Prompt(ctx, diff);
+  if (!p.fits) {  // a prompt without its parent is useless: bad input, before any call
+    PrintError("--max-prompt-chars " + std::to_string(a.max_prompt_chars) +
+               " is too small: the system prompt, task, interface and parent alone take " + std::to_string(p.chars()) +
+               " characters");
+    return kExitUsage;
+  }
   if (a.dry_run) {  // the prompt only: no provider is called (or needed)
-    llm::Mutator preview(nullptr, nullptr, {a.max_prompt_chars, a.repairs});
-    llm::BuiltPrompt p = preview.Prompt(ctx, diff);
     std::printf("### system\n%s\n\n### user\n%s\n", p.system.c_str(), p.user.c_str());
     std::fprintf(stderr, "prompt: %zu chars (~%zu tokens)%s\n", p.chars(), p.chars() / 4,
                  p.dropped.empty() ? "" : ", trimmed to fit the budget");
@@ -196,14 +202,14 @@ Handler AddMutateCommand(CLI::App& app) {
   sub->add_option("--operator", a->op_kind, "llm_rewrite (a whole new file; the default) or llm_diff (SEARCH/REPLACE edits)");
   sub->add_option("--parent", a->parent, "A .cu file, or a candidate id in --db")->required();
   sub->add_option("--out", a->out, "Where to write the child (default: <parent>-<operator>.cu)");
-  sub->add_option("--provider", a->provider, "Provider name in the LLM config (default: the first)");
+  sub->add_option("--provider", a->provider, "Provider name in the LLM config (default: the first by name with a weight above 0, else the first)");
   sub->add_option("--llm-config", a->llm_config, "LLM provider configuration (default: configs/llm.json)");
   sub->add_option("--db", a->db, "Database: parent candidates, context index, and where calls are recorded");
   sub->add_option("--context-dir", a->context_dirs, "More folders to index and retrieve snippets from (repeatable)");
   sub->add_option("--max-cost", a->max_cost, "Stop calling the LLM once this many USD are spent")->check(CLI::Range(0.0, 1e9).description(""));
   sub->add_option("--repairs", a->repairs, "Compile-error repair turns (default 2)");
   sub->add_option("--max-prompt-chars", a->max_prompt_chars, "Prompt size budget (default 60000)");
-  sub->add_option("--arch", a->arch, "Architecture for the compile rung (default: the GPU's own, arch-specific: sm_90a on an H100/H200; else sm_90a)");
+  sub->add_option("--arch", a->arch, "Architecture for the compile rung (default: the GPU's own in its arch-specific form, sm_90a on an H100/H200; sm_90a without a GPU)");
   sub->add_flag("--dry-run", a->dry_run, "Print the prompt and stop");
   return [a] { return Run(*a); };
 }

@@ -106,6 +106,12 @@ void PrintSummary(db::Store& store, int64_t run_id, int top) {
 
 int Run(CLI::App& app, RunArgs a) {
   if (a.op.empty() && a.resume == 0) {
+    size_t given = 0;
+    for (const CLI::Option* o : app.get_options()) given += o->count();
+    if (given > 0) {  // search options without an op: a mistake, not a request for help
+      PrintError("a search needs --op NAME (or --resume RUN_ID); see kevolve --help");
+      return kExitUsage;
+    }
     std::printf("%s", app.help().c_str());
     return kExitOk;
   }
@@ -195,7 +201,7 @@ int Run(CLI::App& app, RunArgs a) {
       std::vector<std::string> dirs = {(fs::path(FindProjectRoot()) / "context").string()};
       dirs.insert(dirs.end(), a.context_dirs.begin(), a.context_dirs.end());
       for (const auto& d : dirs)
-        if (auto r = index->IndexFolder(d); !r.ok()) PrintError("context: " + r.error());
+        if (auto r = index->IndexFolder(d); !r.ok()) PrintWarning("context folder skipped: " + r.error());
     }
     search.EnableLlm(llm.get(), index.get());
     std::fprintf(stderr, "kevolve: LLM operators on: %zu provider(s) from %s%s\n", n, llm_path.c_str(),

@@ -42,7 +42,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help, --help-all
+    // One line, like every other error: CLI11's own format is two lines, and it names a
+    // command's positional files "files".
+    std::string what = e.what();
+    if (what.rfind("files: ", 0) == 0) what = what.substr(7);
+    PrintError(what + " (see kevolve --help)");
+    return kExitUsage;
   }
   try {
     for (auto& [sub, h] : handlers)

@@ -33,6 +33,26 @@ TEST_CASE("--help works on every command, with examples", "[cli]") {
   }
 }
 
+TEST_CASE("option errors are one line with exit 2; search options without --op are an error", "[cli]") {
+  std::string out;
+  // CLI11's parse errors (range, conversion, missing file) in kevolve's one-line format.
+  CHECK(RunCommand(Kevolve("--op softmax --population 0"), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.rfind("kevolve: error: --population: Value 0 not in range 1 to", 0) == 0);
+  CHECK(RunCommand(Kevolve("compile --op softmax no_such_file.cu"), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("kevolve: error: File does not exist: no_such_file.cu") != std::string::npos);
+  CHECK(RunCommand(Kevolve("show abc --db /tmp/kevolve-cli-show.db"), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  // Search options but no op: not a request for help.
+  CHECK(RunCommand(Kevolve("--gens 1"), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("a search needs --op NAME") != std::string::npos);
+  // No arguments at all: the help, exit 0.
+  CHECK(RunCommand(Kevolve(""), &out) == 0);
+  CHECK(out.find("kevolve --op softmax --gens 50") != std::string::npos);
+}
+
 TEST_CASE("a GPU command without a GPU fails with one clear line", "[cli]") {
   std::string why;
   if (testing::GpuAvailable(&why)) {

@@ -216,6 +216,25 @@ TEST_CASE("search queries cannot break the MATCH syntax", "[context]") {
   CHECK(Find(*index, "tensor memory accelerator", 1).size() == 1);
 }
 
+TEST_CASE("the same text indexed from several folders is one snippet", "[context]") {
+  Scratch tmp("context-dups");
+  auto index = OpenIndex((tmp.dir() / "kevolve.db").string());
+  // Three clones of one corpus, and a second file that also matches the query.
+  for (const char* clone : {"a", "b", "c"}) {
+    MakeCorpus(tmp.dir() / clone);
+    Index(*index, tmp.dir() / clone);
+  }
+  WriteFile(tmp.dir() / "d" / "more.md", "# Clusters\n\nThread block clusters share distributed shared memory too.\n");
+  Index(*index, tmp.dir() / "d");
+  std::vector<Snippet> hits = Find(*index, "distributed shared memory clusters", 4);
+  REQUIRE(hits.size() >= 2);
+  for (size_t i = 0; i < hits.size(); ++i)
+    for (size_t j = i + 1; j < hits.size(); ++j) CHECK(hits[i].text != hits[j].text);
+  bool other = false;
+  for (const auto& h : hits) other = other || fs::path(h.path).filename() == "more.md";
+  CHECK(other);  // the distinct chunk gets a slot the copies would have taken
+}
+
 TEST_CASE("indexing a missing folder is an error", "[context]") {
   Scratch tmp("context-missing");
   auto index = OpenIndex((tmp.dir() / "kevolve.db").string());

@@ -69,6 +69,28 @@ TEST_CASE("kevolve mutate with the replay provider writes a child that passes th
   CHECK((*calls)[0].prompt.find("warp_row.cu") != std::string::npos);
 }
 
+TEST_CASE("a prompt budget too small for the parent is refused before any call, exit 2", "[llm][cli]") {
+  auto dir = testing::MakeTempDir("mutate-budget");
+  auto cfg = ReplaySetup(dir, {kEdit});
+  std::string out;
+  const std::string base = "mutate --op softmax --operator llm_diff --parent configs/ops/softmax/seeds/warp_row.cu "
+                           "--llm-config '" + cfg.string() + "' --out '" + (dir / "child.cu").string() +
+                           "' --db '" + (dir / "k.db").string() + "' --max-prompt-chars 2000";
+  CHECK(testing::RunCommand(Kevolve(base), &out) == 2);
+  CHECK(out.find("--max-prompt-chars 2000 is too small") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "child.cu"));
+  CHECK(testing::RunCommand(Kevolve(base + " --dry-run"), &out) == 2);  // the dry run says so too
+  CHECK(out.find("is too small") != std::string::npos);
+  // No call was made: the database, if created, holds no call.
+  if (fs::exists(dir / "k.db")) {
+    auto store = db::OpenSqliteStore((dir / "k.db").string());
+    REQUIRE(store.ok());
+    auto calls = (*store)->ListLlmCalls(std::nullopt);
+    REQUIRE(calls.ok());
+    CHECK(calls->empty());
+  }
+}
+
 TEST_CASE("a reply with no usable code, or a diff that does not apply, is a recorded failure", "[llm][cli]") {
   for (const std::string& reply : {std::string("I'm sorry, I can't help with that."),
                                   std::string("<<<<<<< SEARCH\nthis line is not in the parent\n=======\nx\n>>>>>>> REPLACE\n")}) {

@@ -91,6 +91,32 @@ TEST_CASE("the lowest-priority sections are trimmed, then dropped, first", "[llm
   }
 }
 
+TEST_CASE("required sections are never cut; a budget they exceed gives fits = false", "[llm]") {
+  const std::vector<PromptSection> sections = {
+      {"Task", "do it", 100, false, true},
+      {"Parent", Lines("parent", 50), 90, false, true},
+      {"Notes", Lines("note", 50), 30, true},
+  };
+  const size_t full = BuildPrompt("SYS", sections, 1000000).chars();
+  const size_t required = BuildPrompt("SYS", {sections[0], sections[1]}, 1000000).chars();
+  SECTION("room for the required sections: the others go first, and it fits") {
+    BuiltPrompt p = BuildPrompt("SYS", sections, required + 10);
+    CHECK(p.fits);
+    CHECK(p.user.find(Lines("parent", 50)) != std::string::npos);  // whole
+    CHECK(p.user.find("## Notes") == std::string::npos);
+    CHECK(Has(p.dropped, "Notes"));
+  }
+  SECTION("no room: the parent stays whole, everything else goes, and it does not fit") {
+    BuiltPrompt p = BuildPrompt("SYS", sections, required / 2);
+    CHECK_FALSE(p.fits);
+    CHECK(p.user.find(Lines("parent", 50)) != std::string::npos);
+    CHECK(p.user.find("## Task") != std::string::npos);
+    CHECK(p.user.find("## Notes") == std::string::npos);
+    CHECK(p.chars() == required);
+  }
+  CHECK(BuildPrompt("SYS", sections, full).fits);
+}
+
 TEST_CASE("a single long line is trimmed inside the line", "[llm]") {
   std::string body(5000, 'x');
   BuiltPrompt p = BuildPrompt("", {{"Log", body, 1, true}}, 3000);

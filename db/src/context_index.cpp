@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <unordered_set>
 
 #include "schema.h"
 #include "sqlite_handle.h"
@@ -269,7 +270,7 @@ Result<int> ContextIndex::IndexFolder(const std::string& folder) {
   std::error_code ec;
   fs::path root = fs::weakly_canonical(fs::absolute(folder, ec), ec);
   if (ec || !fs::is_directory(root, ec)) {
-    return Status::Error(context + ": '" + folder + "' is not a readable folder");
+    return Status::Error("'" + folder + "' is not a readable folder");
   }
 
   // The files to consider, in a stable order.
@@ -396,16 +397,21 @@ Result<std::vector<Snippet>> ContextIndex::Search(const std::string& query, int 
   std::vector<Snippet> out;
   std::string match = SanitiseQuery(query);
   if (match.empty() || k <= 0) return out;
+  // The same text indexed from several folders (clones of one repository, say) is one
+  // snippet: the best-ranked copy is kept, and the next distinct chunks fill the k slots.
   Result<Statement> select = conn_->Prepare(std::string("SELECT path, text, ") + kRank +
                                             " AS rank FROM context_chunks WHERE context_chunks "
                                             "MATCH ? ORDER BY rank LIMIT ?");
   if (!select.ok()) return Status::Error("Search: " + select.error());
-  select->Bind(1, match).Bind(2, static_cast<int64_t>(k));
-  for (;;) {
+  select->Bind(1, match).Bind(2, static_cast<int64_t>(k) * 16);
+  std::unordered_set<std::string> seen;
+  while (static_cast<int>(out.size()) < k) {
     Result<bool> row = select->Step();
     if (!row.ok()) return Status::Error("Search: " + row.error());
     if (!*row) break;
-    out.push_back({select->ColumnText(0), select->ColumnText(1), -select->ColumnDouble(2)});
+    std::string text = select->ColumnText(1);
+    if (!seen.insert(text).second) continue;
+    out.push_back({select->ColumnText(0), std::move(text), -select->ColumnDouble(2)});
   }
   return out;
 }

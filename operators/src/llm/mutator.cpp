@@ -21,9 +21,9 @@ BuiltPrompt Mutator::Prompt(const MutationContext& c, bool diff) const {
   s.push_back({"Task", std::string(diff ? "Improve the parent kernel below with SEARCH/REPLACE edits."
                                         : "Write a faster version of the parent kernel below as one complete file.") +
                            " It must stay correct on every shape. Op: " + c.op_name + ". " + c.op_description,
-               100, false});
-  s.push_back({"Interface", c.interface_text, 95, false});
-  s.push_back({"Parent: " + c.parent_name + " (" + c.parent_params + ")", Fenced(c.parent_source), 90, false});
+               100, false, true});
+  s.push_back({"Interface", c.interface_text, 95, false, true});
+  s.push_back({"Parent: " + c.parent_name + " (" + c.parent_params + ")", Fenced(c.parent_source), 90, false, true});
   s.push_back({"Parent's results", c.parent_results, 80, true});
   if (!c.failures.empty()) s.push_back({"Recent failed attempts (do not repeat them)", Join(c.failures, "\n\n"), 60, true});
   if (!c.parent_profile.empty()) s.push_back({"Parent's profile (SASS excerpt, Nsight Compute)", c.parent_profile, 50, true});
@@ -87,8 +87,18 @@ MutationOutcome Mutator::Converse(std::vector<Message> messages, const std::stri
   }
 }
 
+static std::string TooSmallBudget(const BuiltPrompt& p, size_t max_chars) {
+  return "--max-prompt-chars " + std::to_string(max_chars) + " is too small: the system prompt, task, interface and " +
+         "kernel alone take " + std::to_string(p.chars()) + " characters";
+}
+
 MutationOutcome Mutator::Mutate(const MutationContext& ctx, bool diff, const CompileCheck& check) {
   BuiltPrompt p = Prompt(ctx, diff);
+  if (!p.fits) {  // never send a prompt without its parent
+    MutationOutcome out;
+    out.error = TooSmallBudget(p, o_.max_prompt_chars);
+    return out;
+  }
   return Converse({{"system", p.system}, {"user", p.user}}, ctx.parent_source, diff, diff ? "llm_diff" : "llm_rewrite",
                   check);
 }
@@ -97,13 +107,18 @@ MutationOutcome Mutator::RepairCorrectness(const MutationContext& ctx, const std
                                            const std::string& report, const CompileCheck& check) {
   std::vector<PromptSection> s = {
       {"Task", "This kernel compiles but fails the correctness rung. Fix the bug without losing its speed. Op: " +
-                   ctx.op_name + ". " + ctx.op_description, 100, false},
-      {"Interface", ctx.interface_text, 95, false},
-      {"Kernel", Fenced(child_source), 90, false},
+                   ctx.op_name + ". " + ctx.op_description, 100, false, true},
+      {"Interface", ctx.interface_text, 95, false, true},
+      {"Kernel", Fenced(child_source), 90, false, true},
       {"Correctness report (worst element, metrics per shape)", report, 85, true},
       {"Reference implementation", Fenced(ctx.reference_source), 40, true},
   };
   BuiltPrompt p = BuildPrompt(SystemPrompt(false), s, o_.max_prompt_chars);
+  if (!p.fits) {
+    MutationOutcome out;
+    out.error = TooSmallBudget(p, o_.max_prompt_chars);
+    return out;
+  }
   MutationOutcome o = Converse({{"system", p.system}, {"user", p.user}}, child_source, false, "repair", check);
   return o;
 }

@@ -56,7 +56,7 @@ bool Halve(Slot& slot) {
 Slot* NextVictim(std::vector<Slot>& slots) {
   Slot* victim = nullptr;
   for (Slot& s : slots) {
-    if (!s.alive) continue;
+    if (!s.alive || s.section->required) continue;
     if (victim == nullptr || s.section->priority < victim->section->priority ||
         (s.section->priority == victim->section->priority && s.order > victim->order)) {
       victim = &s;
@@ -73,8 +73,8 @@ void Note(std::vector<std::string>& dropped, const std::string& title) {
 
 // Sections are never reordered; each step shrinks the lowest-priority one still present
 // (trimmable ones by halves down to kMinTrimmedChars, then dropped; others dropped at
-// once), until the whole fits. When the system prompt alone exceeds max_chars every
-// section is dropped and the result is still over budget: the system prompt is never cut.
+// once), until the whole fits. Required sections and the system prompt are never cut:
+// when they alone exceed max_chars, every other section is dropped and `fits` is false.
 BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSection>& sections, size_t max_chars) {
   BuiltPrompt out;
   out.system = system;
@@ -101,6 +101,7 @@ BuiltPrompt BuildPrompt(const std::string& system, const std::vector<PromptSecti
   for (const Slot& s : slots) {
     if (s.alive) out.user += s.Render();
   }
+  out.fits = out.chars() <= max_chars;
   return out;
 }
 
