@@ -158,6 +158,10 @@ int Run(const MutateArgs& a) {
     last_rungs.push_back(CompileRung(c));
     return c.ok ? "" : c.log;
   };
+  const std::string where = "provider '" + cfg->name + "'" + (cfg->base_url.empty() ? "" : " at " + cfg->base_url);
+  if (cfg->kind != "replay")  // a network call or an agent can take a while: say what is being waited on
+    std::fprintf(stderr, "kevolve: calling %s (up to %d attempts; --repairs %d)\n", where.c_str(),
+                 cfg->max_retries + 1, a.repairs);
   llm::MutationOutcome m = mutator.Mutate(ctx, diff, check);
   int64_t tin = 0, tout = 0;
   double cost = 0;
@@ -172,7 +176,7 @@ int Run(const MutateArgs& a) {
               static_cast<long long>(tin), static_cast<long long>(tout), cost, m.repair_turns);
   if (store) RecordCalls(*store, m, std::nullopt, parent.id, std::nullopt);
   if (m.calls.empty() || (!m.ok && last_rungs.empty())) {
-    PrintError(m.error);
+    PrintError(m.error + (m.error.rfind("provider:", 0) == 0 ? " (" + where + ")" : ""));
     return kExitFailed;
   }
   const std::string& child = m.ok ? m.child_source : m.calls.back().response;

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
       "  kevolve compile --op softmax configs/ops/softmax/seeds/*.cu\n"
       "  kevolve runs --db kevolve.db                   list runs in a database\n"};
   app.set_help_all_flag("--help-all", "Show help for every command");
+  app.set_version_flag("--version", std::string("kevolve ") + KEVOLVE_VERSION);
   app.require_subcommand(0, 1);
   app.fallthrough(false);
 
