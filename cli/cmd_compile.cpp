@@ -123,7 +123,7 @@ int Run(const CompileArgs& a) {
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
   std::string arch = a.arch.empty() ? DefaultArch() : a.arch;
-  if (arch.rfind("sm_", 0) != 0) { PrintError("--arch must be a real architecture such as sm_90, got '" + arch + "'"); return kExitUsage; }
+  if (std::string why = NvrtcCompiler::CheckArch(arch); !why.empty()) { PrintError(why); return kExitUsage; }
 
   std::unique_ptr<db::Store> store;
   if (!a.db.empty()) {
@@ -229,7 +229,7 @@ Handler AddCompileCommand(CLI::App& app) {
   sub->add_option("--arch", a->arch, "Real target architecture (default: the GPU's own in its arch-specific form, sm_90a on an H100/H200; sm_90a without a GPU)");
   // One value per use (CLI11 would otherwise take the candidate files that follow too).
   sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
-  sub->add_option("--variants", a->variants, "Compile N assignments per file: the default one, then random valid ones");
+  sub->add_option("--variants", a->variants, "Compile N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", a->seed, "Random seed for --variants");
   sub->add_option("-j,--jobs", a->jobs, "Compile threads (default: all cores)");
   sub->add_option("--db", a->db, "Record candidates and rungs in this database");

@@ -269,7 +269,7 @@ Handler AddEvalCommand(CLI::App& app) {
   sub->add_option("--timer", a->timer, "events (CUDA events) or cupti (CUPTI kernel records)");
   sub->add_option("--launch-timeout-ms", a->launch_timeout_ms, "Watchdog floor per launch sequence (default 2000)");
   sub->add_option("--timeout-factor", a->timeout_factor, "Watchdog limit as a multiple of the reference's time (default 50)");
-  sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones");
+  sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
   sub->add_option("--shape", a->shapes,
                   "Time (and profile) this shape instead of the op's tune shapes, and check it too, e.g. "
                   "1024x131072 (the op's sizes in order; repeatable; not with --db)")

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <exception>
 #include <map>
 
@@ -40,6 +42,11 @@ int main(int argc, char** argv) {
   add(AddExportCommand);
   add(AddMutateCommand);
 
+  if (const char* home = std::getenv("KEVOLVE_HOME"); home != nullptr && *home != '\0') {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(std::filesystem::path(home) / "configs" / "ops", ec))
+      PrintWarning(std::string("KEVOLVE_HOME='") + home + "' has no configs/ops: looking beside the current folder and the binary instead");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -44,6 +44,14 @@ TEST_CASE("option errors are one line with exit 2; search options without --op a
   CHECK(out.find("kevolve: error: File does not exist: no_such_file.cu") != std::string::npos);
   CHECK(RunCommand(Kevolve("show abc --db /tmp/kevolve-cli-show.db"), &out) == 2);
   CHECK(CountLines(out) == 1);
+  // An architecture NVRTC does not know is bad input, not a failed compile.
+  const std::string seed = " configs/ops/softmax/seeds/warp_row.cu";
+  CHECK(RunCommand(Kevolve("compile --op softmax --arch sm_99" + seed), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("does not compile for it (it supports ") != std::string::npos);
+  CHECK(RunCommand(Kevolve("compile --op softmax --arch sm90" + seed), &out) == 2);
+  CHECK(out.find("--arch must be a real architecture") != std::string::npos);
+  CHECK(RunCommand(Kevolve("compile --op softmax -q --arch sm_90" + seed), &out) == 0);
   // Search options but no op: not a request for help.
   CHECK(RunCommand(Kevolve("--gens 1"), &out) == 2);
   CHECK(CountLines(out) == 1);

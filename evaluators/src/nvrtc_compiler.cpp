@@ -2,11 +2,13 @@
 
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "kevolve/core/hash.h"
 
@@ -139,6 +141,26 @@ std::string NvrtcCompiler::Version() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
   return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string NvrtcCompiler::CheckArch(const std::string& arch) {
+  int n = 0;
+  std::vector<int> archs;
+  if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+    archs.resize(static_cast<size_t>(n));
+    if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) archs.clear();
+  }
+  std::string known;
+  for (int a : archs) known += (known.empty() ? "" : ", ") + std::string("sm_") + std::to_string(a);
+  std::smatch m;
+  static const std::regex kArch("sm_([0-9]+)([af]?)");
+  if (!std::regex_match(arch, m, kArch))
+    return "--arch must be a real architecture such as sm_90 or sm_90a, got '" + arch + "'";
+  const int number = std::stoi(m[1].str());
+  if (!archs.empty() && std::find(archs.begin(), archs.end(), number) == archs.end())
+    return "--arch " + arch + ": NVRTC " + Version() + " does not compile for it (it supports " + known +
+           ", with an 'a' or 'f' suffix where the architecture has one)";
+  return "";
 }
 
 NvrtcCompiler::NvrtcCompiler(NvrtcOptions options) : options_(std::move(options)) {

@@ -24,6 +24,9 @@ class NvrtcCompiler : public Compiler {
   CompileResult Compile(const CompileRequest& req) override;
   // NVRTC's own version, "13.0".
   static std::string Version();
+  // Empty when NVRTC can compile for `arch` ("sm_90", "sm_90a", ...); else why not,
+  // naming the architectures it supports.
+  static std::string CheckArch(const std::string& arch);
 
  private:
   NvrtcOptions options_;
