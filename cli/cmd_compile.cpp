@@ -123,7 +123,10 @@ int Run(const CompileArgs& a) {
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
   std::string arch = a.arch.empty() ? DefaultArch() : a.arch;
-  if (std::string why = NvrtcCompiler::CheckArch(arch); !why.empty()) { PrintError(why); return kExitUsage; }
+  if (std::string why = a.arch.empty() ? "" : NvrtcCompiler::CheckArch(arch); !why.empty()) {
+    PrintError(why);  // only a given --arch: the default is whatever the GPU is
+    return kExitUsage;
+  }
 
   std::unique_ptr<db::Store> store;
   if (!a.db.empty()) {

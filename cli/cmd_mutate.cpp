@@ -142,7 +142,10 @@ int Run(const MutateArgs& a) {
   llm::Mutator mutator(provider->get(), &meter, {a.max_prompt_chars, a.repairs});
 
   std::string arch = a.arch.empty() ? DefaultArch() : a.arch;
-  if (std::string why = NvrtcCompiler::CheckArch(arch); !why.empty()) { PrintError(why); return kExitUsage; }
+  if (std::string why = a.arch.empty() ? "" : NvrtcCompiler::CheckArch(arch); !why.empty()) {
+    PrintError(why);
+    return kExitUsage;
+  }
   NvrtcCompiler nvrtc;
   std::string out = a.out.empty() ? fs::path(parent.name).stem().string() + "-" + a.op_kind + ".cu" : a.out;
   std::string out_name = fs::path(out).filename().string();

@@ -216,6 +216,7 @@ int Run(CLI::App& app, RunArgs a) {
   auto result = search.Run(a.resume, &g_interrupt, [&](const GenerationReport& r) {
     std::printf("%s\n", FormatReport(r, cfg.generations).c_str());
     std::fflush(stdout);
+    for (const auto& note : r.llm_notes) PrintWarning("an LLM request made no call: " + note);
   });
   std::signal(SIGINT, SIG_DFL);
   if (!result.ok()) { PrintError(result.error()); return kExitFailed; }

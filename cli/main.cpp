@@ -55,7 +55,10 @@ int main(int argc, char** argv) {
     // command's positional files "files".
     std::string what = e.what();
     if (what.rfind("files: ", 0) == 0) what = what.substr(7);
-    PrintError(what + " (see kevolve --help)");
+    std::string help = "kevolve --help";
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->parsed()) help = "kevolve " + sub->get_name() + " --help";
+    PrintError(what + " (see " + help + ")");
     return kExitUsage;
   }
   try {

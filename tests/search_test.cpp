@@ -407,6 +407,33 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
   CHECK(with_child >= 1);
 }
 
+TEST_CASE("LLM requests that make no call are reported once per reason, not silently dropped", "[engine][llm]") {
+  World w;
+  ReplayBreeder(w);  // writes llm.json and the replies
+  auto providers = LoadProviders((w.dir / "llm.json").string());
+  REQUIRE(providers.ok());
+  // A prompt budget that cannot hold the parent: every request ends before its call.
+  LlmBreeder llm(w.op, DType::kF32, std::move(*providers), 0, std::make_shared<NvrtcCompiler>(), "sm_90",
+                 llm::MutatorOptions{200, 2}, 2);
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig cfg = Config(3, 8);
+  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  cfg.llm_wait_s = -1;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  std::vector<std::string> notes;
+  auto r = s.Run(0, nullptr, [&](const GenerationReport& rep) {
+    notes.insert(notes.end(), rep.llm_notes.begin(), rep.llm_notes.end());
+  });
+  REQUIRE(r.ok());
+  REQUIRE(notes.size() == 1);  // several requests, one reason, reported once
+  CHECK(notes[0].find("prompt budget of 200 characters cannot hold") != std::string::npos);
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  CHECK(calls->empty());
+}
+
 namespace {
 
 // Notes what llm_calls holds when the first batch with an LLM child (the replayed edit

@@ -281,6 +281,8 @@ bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
   for (size_t k = 0; k < kids.size(); ++k) {
     std::optional<int64_t> producer =
         RecordCalls(*store_, kids[k].outcome, run_id_, kids[k].request.parent.id, std::nullopt);
+    const llm::MutationOutcome& o = kids[k].outcome;
+    if (!o.ok && o.calls.empty() && !o.error.empty() && llm_noted_.insert(o.error).second) llm_notes_.push_back(o.error);
     if (kids[k].outcome.ok && out) {
       auto src = Intern(kids[k].name, kids[k].outcome.child_source);
       if (src) {
@@ -483,6 +485,8 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
     rep.candidates_per_minute = rep.evaluated / gen_s * 60.0;
     double per_gen = (now - t0) / std::max(1, g + 1 - (resume_run_id ? 0 : 0));
     rep.eta_s = per_gen * (cfg_.generations - g - 1);
+    rep.llm_notes = std::move(llm_notes_);
+    llm_notes_.clear();
     if (on_generation) on_generation(rep);
 
     if (cfg_.time_limit_s > 0 && now - t0 >= cfg_.time_limit_s) {

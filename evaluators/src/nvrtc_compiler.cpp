@@ -153,13 +153,24 @@ std::string NvrtcCompiler::CheckArch(const std::string& arch) {
   std::string known;
   for (int a : archs) known += (known.empty() ? "" : ", ") + std::string("sm_") + std::to_string(a);
   std::smatch m;
-  static const std::regex kArch("sm_([0-9]+)([af]?)");
+  static const std::regex kArch("sm_([1-9][0-9]{1,3})([af]?)");
   if (!std::regex_match(arch, m, kArch))
     return "--arch must be a real architecture such as sm_90 or sm_90a, got '" + arch + "'";
-  const int number = std::stoi(m[1].str());
-  if (!archs.empty() && std::find(archs.begin(), archs.end(), number) == archs.end())
-    return "--arch " + arch + ": NVRTC " + Version() + " does not compile for it (it supports " + known +
-           ", with an 'a' or 'f' suffix where the architecture has one)";
+  const int number = std::stoi(m[1].str());  // 2 to 4 digits: no overflow
+  const std::string unsupported = "--arch " + arch + ": NVRTC " + Version() + " does not compile for it (it supports " +
+                                  known + ", with an 'a' or 'f' suffix where the architecture has one)";
+  if (!archs.empty() && std::find(archs.begin(), archs.end(), number) == archs.end()) return unsupported;
+  if (m[2].length() > 0) {
+    // Whether this architecture has that suffix: ask NVRTC, with an empty program.
+    nvrtcProgram prog = nullptr;
+    if (nvrtcCreateProgram(&prog, "", "arch_probe.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS) {
+      const std::string opt = "--gpu-architecture=" + arch;
+      const char* opts[] = {opt.c_str()};
+      const nvrtcResult r = nvrtcCompileProgram(prog, 1, opts);
+      nvrtcDestroyProgram(&prog);
+      if (r != NVRTC_SUCCESS) return unsupported;  // an empty program compiles for any valid target
+    }
+  }
   return "";
 }
 

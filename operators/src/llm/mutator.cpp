@@ -88,8 +88,8 @@ MutationOutcome Mutator::Converse(std::vector<Message> messages, const std::stri
 }
 
 static std::string TooSmallBudget(const BuiltPrompt& p, size_t max_chars) {
-  return "--max-prompt-chars " + std::to_string(max_chars) + " is too small: the system prompt, task, interface and " +
-         "kernel alone take " + std::to_string(p.chars()) + " characters";
+  return "the prompt budget of " + std::to_string(max_chars) + " characters cannot hold the system prompt, task, " +
+         "interface and kernel (" + std::to_string(p.chars()) + " characters)";
 }
 
 MutationOutcome Mutator::Mutate(const MutationContext& ctx, bool diff, const CompileCheck& check) {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct GenerationReport {
   double candidates_per_minute = 0;
   double eta_s = -1;
   int archive_cells = 0;
+  // LLM requests that ended without a call (a prompt budget that cannot hold the parent,
+  // no provider left, ...): each distinct reason once per run, in the generation that met it.
+  std::vector<std::string> llm_notes;
 };
 
 struct SearchResult {
@@ -137,6 +141,8 @@ class Search {
   db::ContextIndex* index_ = nullptr;
   std::optional<int64_t> run_id_;
   std::vector<PendingCalls> pending_calls_;
+  std::set<std::string> llm_noted_;        // reasons already reported
+  std::vector<std::string> llm_notes_;     // for the next generation's report
   std::vector<LlmRequest> pending_repairs_;  // LLM children that failed correctness
   std::map<int64_t, int> member_gen_;        // candidate id -> generation it joined this run
   std::future<std::vector<LlmChild>> llm_future_;  // LLM calls in flight during an evaluation
