@@ -388,6 +388,33 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   CHECK(out.find("[correctness] ok shapes=" + std::to_string(op->check.size() + 2) + " ") != std::string::npos);
 }
 
+TEST_CASE("kevolve eval with several candidates ends with the fastest per shape", "[gpu]") {
+  GpuFixture::Get();
+  std::string out;
+  // Two assignments of one seed (--variants 2: the default, then a random valid one) and a
+  // second seed, on one shape each run times.
+  const std::string cmd = "cd '" + testing::SourceRoot().string() + "' && '" + testing::KevolveBinary().string() +
+                          "' eval --op softmax --dtype f32 --shape 512x1024 --variants 2 "
+                          "configs/ops/softmax/seeds/warp_row.cu configs/ops/softmax/seeds/block_row.cu";
+  int rc = testing::RunCommand(cmd, &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  // (Up to 4 candidates: a random assignment may repeat the default.)
+  const size_t at = out.find("fastest per shape (f32, of the ");
+  REQUIRE(at != std::string::npos);
+  // One line for the one shape, naming a file and its parameters, with the smallest median.
+  const std::string tail = out.substr(at);
+  const size_t line = tail.find("\n  512x1024 ");
+  REQUIRE(line != std::string::npos);
+  const std::string pick = tail.substr(line + 3, tail.find('\n', line + 1) - line - 3);
+  CHECK((pick.find("warp_row.cu [") != std::string::npos || pick.find("block_row.cu [") != std::string::npos));
+  double best = 1e30;
+  for (size_t p = out.find("[timing] ok 512x1024 median_us="); p != std::string::npos && p < at;
+       p = out.find("[timing] ok 512x1024 median_us=", p + 1))
+    best = std::min(best, std::stod(out.substr(p + std::string("[timing] ok 512x1024 median_us=").size())));
+  CHECK(std::stod(pick.substr(pick.find_first_not_of(' ', std::string("512x1024").size()))) == Approx(best).epsilon(1e-3));
+}
+
 TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes every artifact", "[gpu]") {
   GpuFixture::Get();
   auto dir = testing::MakeTempDir("gpurun");
