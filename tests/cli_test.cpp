@@ -52,6 +52,13 @@ TEST_CASE("option errors are one line with exit 2; search options without --op a
   CHECK(RunCommand(Kevolve("compile --op softmax --arch sm90" + seed), &out) == 2);
   CHECK(out.find("--arch must be a real architecture") != std::string::npos);
   CHECK(RunCommand(Kevolve("compile --op softmax -q --arch sm_90" + seed), &out) == 0);
+  // A provider that cannot start is named once, with the configuration file.
+  testing::WriteFile("/tmp/kevolve-cli-nodir.json",
+                     "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"/tmp/kevolve-cli-no-such-dir\"}}}");
+  CHECK(RunCommand(Kevolve("--op softmax --gens 1 --llm-config /tmp/kevolve-cli-nodir.json"), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("kevolve-cli-nodir.json: provider 'rec': cannot list replay_dir") != std::string::npos);
+  CHECK(out.find("provider rec") == std::string::npos);
   // Search options but no op: not a request for help.
   CHECK(RunCommand(Kevolve("--gens 1"), &out) == 2);
   CHECK(CountLines(out) == 1);

@@ -124,7 +124,7 @@ Result<std::vector<std::unique_ptr<llm::Provider>>> LoadProviders(const std::str
     if (c.weight <= 0) continue;
     if (Status s = LoadReplayReplies(&c); !s.ok()) return Status::Error(config_path + ": " + s.message());
     auto p = llm::MakeProvider(c, transport);
-    if (!p.ok()) return Status::Error(config_path + ": provider " + c.name + ": " + p.error());
+    if (!p.ok()) return Status::Error(config_path + ": " + p.error());  // the error names the provider
     out.push_back(std::move(*p));
   }
   return out;
