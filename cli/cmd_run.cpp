@@ -1,6 +1,7 @@
 // The main job: kevolve --op OP [--dtype T] --gens N [--db PATH] [--seed S] ..., and
 // kevolve --resume RUN_ID.
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -259,7 +260,15 @@ Handler AddRunOptions(CLI::App& app) {
   app.add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
   app.add_option("--gens", a->gens, "Generations to run (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62).description(""));
   app.add_option("--time", a->time, "Stop after this long: 90s, 30m, 2h, 1h30m");
-  app.add_option("--target", a->target, "Stop once the best fitness (roofline fraction) reaches this");
+  app.add_option("--target", a->target, "Stop once the best fitness (roofline fraction, 0 to 1.5) reaches this")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && *end == '\0' && x >= 0 && x <= 1.5 ? std::string()
+                                                                             : "'" + v + "' is no roofline fraction in [0, 1.5]";
+          },
+          "", "fraction"));
   app.add_option("--db", a->db, "Candidate database (default: kevolve.db)");
   app.add_option("--seed", a->seed, "Random seed of the search (default: configs/run.json)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62).description(""));
   app.add_option("--population", a->population, "Children per generation, 1 or more (default: configs/run.json)")->check(CLI::Range(1, 1000000).description(""));

@@ -59,6 +59,9 @@ TEST_CASE("option errors are one line with exit 2; search options without --op a
   CHECK(CountLines(out) == 1);
   CHECK(out.find("kevolve-cli-nodir.json: provider 'rec': cannot list replay_dir") != std::string::npos);
   CHECK(out.find("provider rec") == std::string::npos);
+  // --target is a roofline fraction: a negative one is refused, not taken as "none".
+  CHECK(RunCommand(Kevolve("--op softmax --gens 1 --target -1"), &out) == 2);
+  CHECK(out.find("--target: '-1' is no roofline fraction in [0, 1.5]") != std::string::npos);
   // Search options but no op: not a request for help.
   CHECK(RunCommand(Kevolve("--gens 1"), &out) == 2);
   CHECK(CountLines(out) == 1);
