@@ -34,12 +34,38 @@ nlohmann::json OpJson(const OpSpec& op) {
     for (const auto& s : v) a.push_back(s.label);
     return a;
   };
-  nlohmann::json seeds = nlohmann::json::array();
-  for (const auto& s : op.seeds) seeds.push_back(fs::path(s).filename().string());
+  nlohmann::json seeds = nlohmann::json::array(), details = nlohmann::json::array();
+  for (const auto& s : op.seeds) {
+    const std::string name = fs::path(s).filename().string();
+    seeds.push_back(name);
+    // Each seed's search space: its parameters with their allowed values, and its presets.
+    nlohmann::json d = {{"file", name}};
+    auto text = ReadTextFile(s);
+    auto src = text.ok() ? CandidateSource::Parse(*text, name) : Result<CandidateSource>(text.status());
+    if (src.ok()) {
+      nlohmann::json params = nlohmann::json::object();
+      for (const auto& p : src->params) params[p.name] = p.values;
+      nlohmann::json presets = nlohmann::json::array();
+      for (const auto& pr : src->presets) presets.push_back(pr);
+      d["params"] = params;
+      d["space"] = src->SpaceSize();
+      d["presets"] = presets;
+    } else {
+      d["error"] = src.error();
+    }
+    details.push_back(d);
+  }
+  // The kernel's arguments in order: buffers, sizes (int), scalars.
+  nlohmann::json args = nlohmann::json::array();
+  for (const auto& b : op.buffers)
+    args.push_back({{"name", b.name}, {"kind", "buffer"}, {"role", b.role == BufferRole::kIn ? "in" : "out"},
+                    {"dtype", b.dtype}});
+  for (const auto& sz : op.sizes) args.push_back({{"name", sz}, {"kind", "int"}});
+  for (const auto& sc : op.scalars) args.push_back({{"name", sc.name}, {"kind", sc.type == DType::kF32 ? "float" : "int"}});
   return {{"name", op.name}, {"description", op.description}, {"sizes", op.sizes}, {"dtypes", dtypes},
           {"tune", shapes(op.tune)}, {"check", shapes(op.check)}, {"heldout", shapes(op.heldout)},
-          {"seeds", seeds}, {"cost_bytes", op.cost_bytes.text()}, {"cost_flops", op.cost_flops.text()},
-          {"dir", op.dir}};
+          {"seeds", seeds}, {"seed_details", details}, {"args", args}, {"cost_bytes", op.cost_bytes.text()},
+          {"cost_flops", op.cost_flops.text()}, {"dir", op.dir}};
 }
 
 int Run(const OpsArgs& a) {

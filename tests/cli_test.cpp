@@ -126,7 +126,23 @@ TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {
   auto j = nlohmann::json::parse(out);
   REQUIRE(j.is_array());
   bool softmax = false;
-  for (const auto& op : j) softmax = softmax || op["name"] == "softmax";
+  for (const auto& op : j) {
+    if (op["name"] != "softmax") continue;
+    softmax = true;
+    // The arguments in order, and each seed's search space.
+    REQUIRE(op["args"].size() == 4);
+    CHECK(op["args"][0] == nlohmann::json{{"name", "x"}, {"kind", "buffer"}, {"role", "in"}, {"dtype", "T"}});
+    CHECK(op["args"][1]["role"] == "out");
+    CHECK(op["args"][2] == nlohmann::json{{"name", "rows"}, {"kind", "int"}});
+    REQUIRE(op["seed_details"].size() == op["seeds"].size());
+    for (const auto& d : op["seed_details"]) {
+      INFO(d.dump());
+      CHECK(d["params"].is_object());
+      CHECK(d["space"].get<int64_t>() > 1);
+    }
+    CHECK(op["seed_details"][0]["file"] == "warp_row.cu");
+    CHECK(op["seed_details"][0]["params"]["WARPS"].is_array());
+  }
   CHECK(softmax);
 }
 
