@@ -366,15 +366,26 @@ TEST_CASE("every GPU of the machine takes evaluations", "[gpu]") {
   CHECK(used.size() >= 2);
 }
 
-TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
-  GpuFixture::Get();
+namespace {
+
+// Runs `kevolve ARGS` from the source root; the output is INFO'd, the exit status required 0.
+std::string KevolveOk(const std::string& args) {
   std::string out;
-  const std::string cmd = "cd '" + testing::SourceRoot().string() + "' && '" + testing::KevolveBinary().string() +
-                          "' eval --op softmax --dtype bf16 --shape 300x50000 --shape 2X7 "
-                          "configs/ops/softmax/seeds/split_row.cu";
-  int rc = testing::RunCommand(cmd, &out);
+  int rc = testing::RunCommand("cd '" + testing::SourceRoot().string() + "' && '" +
+                                   testing::KevolveBinary().string() + "' " + args,
+                               &out);
   INFO(out);
   REQUIRE(rc == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
+  GpuFixture::Get();
+  const std::string out = KevolveOk("eval --op softmax --dtype bf16 --shape 300x50000 --shape 2X7 "
+                                    "configs/ops/softmax/seeds/split_row.cu");
+  INFO(out);
   std::vector<std::string> timed;
   for (size_t p = out.find("[timing] ok "); p != std::string::npos; p = out.find("[timing] ok ", p + 1)) {
     const size_t b = p + std::string("[timing] ok ").size();
@@ -390,15 +401,11 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
 
 TEST_CASE("kevolve eval with several candidates ends with the fastest per shape", "[gpu]") {
   GpuFixture::Get();
-  std::string out;
   // Two assignments of one seed (--variants 2: the default, then a random valid one) and a
   // second seed, on one shape each run times.
-  const std::string cmd = "cd '" + testing::SourceRoot().string() + "' && '" + testing::KevolveBinary().string() +
-                          "' eval --op softmax --dtype f32 --shape 512x1024 --variants 2 "
-                          "configs/ops/softmax/seeds/warp_row.cu configs/ops/softmax/seeds/block_row.cu";
-  int rc = testing::RunCommand(cmd, &out);
+  const std::string out = KevolveOk("eval --op softmax --dtype f32 --shape 512x1024 --variants 2 "
+                                    "configs/ops/softmax/seeds/warp_row.cu configs/ops/softmax/seeds/block_row.cu");
   INFO(out);
-  REQUIRE(rc == 0);
   // (Up to 4 candidates: a random assignment may repeat the default.)
   const size_t at = out.find("fastest per shape (f32, of the ");
   REQUIRE(at != std::string::npos);

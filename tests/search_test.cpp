@@ -125,6 +125,15 @@ RunConfig Config(int gens, uint64_t seed) {
   return c;
 }
 
+// Config(3, 8) with half of the slots asking for llm_diff children, and each generation
+// waiting for its replies (deterministic given them).
+RunConfig LlmDiffConfig() {
+  RunConfig c = Config(3, 8);
+  c.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
+  c.llm_wait_s = -1;
+  return c;
+}
+
 // Every candidate of a run (fails the test when the store cannot list them).
 std::vector<db::CandidateRecord> RunCandidates(db::Store& s, int64_t run) {
   db::CandidateQuery q;
@@ -382,9 +391,7 @@ TEST_CASE("LLM children enter the search and every call is recorded", "[engine][
   LlmBreeder llm = ReplayBreeder(w);
   LandscapeEvaluator ev;
   FakeClock clock;
-  RunConfig cfg = Config(3, 8);
-  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
-  cfg.llm_wait_s = -1;  // wait for the replies: the children join the very next generation
+  RunConfig cfg = LlmDiffConfig();  // waits for the replies: the children join the very next generation
   Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
   s.EnableLlm(&llm, nullptr);
   auto r = s.Run(0, nullptr, {});
@@ -417,9 +424,7 @@ TEST_CASE("LLM requests that make no call are reported once per reason, not sile
                  llm::MutatorOptions{200, 2}, 2);
   LandscapeEvaluator ev;
   FakeClock clock;
-  RunConfig cfg = Config(3, 8);
-  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
-  cfg.llm_wait_s = -1;
+  RunConfig cfg = LlmDiffConfig();
   Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
   s.EnableLlm(&llm, nullptr);
   std::vector<std::string> notes;
@@ -477,9 +482,7 @@ TEST_CASE("LLM calls are recorded as they return, before their children are eval
   LlmBreeder llm = ReplayBreeder(w);
   CallWatchingEvaluator ev(w.store.get());
   FakeClock clock;
-  RunConfig cfg = Config(3, 8);
-  cfg.operator_mix = {{"param_tweak", 0.5}, {"llm_diff", 0.5}};
-  cfg.llm_wait_s = -1;
+  RunConfig cfg = LlmDiffConfig();
   Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
   s.EnableLlm(&llm, nullptr);
   auto r = s.Run(0, nullptr, {});
