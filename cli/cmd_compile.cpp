@@ -205,7 +205,7 @@ int Run(const CompileArgs& a) {
   }
   if (a.json) {
     std::printf("%s\n", out.dump(2).c_str());
-  } else if (items.size() > 1) {
+  } else if (items.size() > 1 || a.quiet) {  // quiet: the summary is all an ok file shows
     std::sort(times.begin(), times.end());
     double median = times.empty() ? 0 : times[times.size() / 2];
     std::printf("%zu compiled, %d failed in %.2f s wall: %.1f kernels/s, median %.0f ms per kernel (NVRTC %s)\n",

@@ -52,6 +52,7 @@ TEST_CASE("option errors are one line with exit 2; search options without --op a
   CHECK(RunCommand(Kevolve("compile --op softmax --arch sm90" + seed), &out) == 2);
   CHECK(out.find("--arch must be a real architecture") != std::string::npos);
   CHECK(RunCommand(Kevolve("compile --op softmax -q --arch sm_90" + seed), &out) == 0);
+  CHECK(out.rfind("1 compiled, 0 failed", 0) == 0);  // -q on one good file still prints the summary
   // A provider that cannot start is named once, with the configuration file.
   testing::WriteFile("/tmp/kevolve-cli-nodir.json",
                      "{\"providers\": {\"rec\": {\"kind\": \"replay\", \"replay_dir\": \"/tmp/kevolve-cli-no-such-dir\"}}}");
