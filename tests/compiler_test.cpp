@@ -262,3 +262,34 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
     CHECK(r.ok);
   }
 }
+
+TEST_CASE("kv::load_group's L1 policies load with ld.global.nc and that policy, at every size", "[compile]") {
+  const char* text = R"(// @kevolve param BYTES 16 8 4
+// @kevolve param L1 0 1 2 3
+// @kevolve launch k grid=rows block=32
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
+  const kv::Group<BYTES> g = kv::load_group<BYTES, true, size_t, L1>(x + (size_t)blockIdx.x * cols, threadIdx.x,
+                                                                    threadIdx.x < cols / (BYTES / KV_SIZEOF_T), cols);
+  kv::store_group<BYTES, true, false, size_t>(y + (size_t)blockIdx.x * cols, threadIdx.x, cols, g);
+}
+)";
+  const char* policy[] = {"", ".L1::no_allocate", ".L1::evict_first", ".L1::evict_last"};
+  const char* shape[] = {"", ".v2.u32", ".v4.u32"};
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t bytes : {16, 8, 4}) {
+      for (int64_t l1 = 0; l1 < 4; ++l1) {
+        CompileResult r = CompileText(text, dt, {{"BYTES", bytes}, {"L1", l1}});
+        INFO(r.log << " BYTES=" << bytes << " L1=" << l1);
+        REQUIRE(r.ok);
+        const bool nc = r.ptx.find("ld.global.nc") != std::string::npos;
+        if (l1 == 0) {
+          CHECK(r.ptx.find("L1::") == std::string::npos);
+        } else {
+          CHECK(nc);
+          const std::string want = std::string("ld.global.nc") + policy[l1] + (bytes == 16 ? shape[2] : bytes == 8 ? shape[1] : ".u32");
+          CHECK(r.ptx.find(want) != std::string::npos);
+        }
+      }
+    }
+  }
+}

@@ -106,6 +106,34 @@ double NcuValueInBaseUnits(const std::string& value, const std::string& unit) {
   return it == kScale.end() ? v : v * it->second;
 }
 
+std::string NcuOptions(const std::string& base_metrics, const std::string& extra, std::string* error) {
+  std::istringstream in(extra);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  std::string metrics = base_metrics, rest;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string list;
+    if (words[i] == "--metrics") {
+      if (i + 1 == words.size() || words[i + 1].rfind("-", 0) == 0) {
+        *error = "--metrics needs a comma-separated list of metrics";
+        return "";
+      }
+      list = words[++i];
+    } else if (words[i].rfind("--metrics=", 0) == 0) {
+      list = words[i].substr(10);
+      if (list.empty()) {
+        *error = "--metrics needs a comma-separated list of metrics";
+        return "";
+      }
+    } else {
+      rest += " " + words[i];
+      continue;
+    }
+    metrics += (metrics.empty() ? "" : ",") + list;
+  }
+  return " --metrics " + metrics + rest;
+}
+
 std::vector<std::map<std::string, std::string>> ParseNcuRawCsv(const std::string& csv) {
   std::vector<std::map<std::string, std::string>> rows;
   std::istringstream in(csv);
@@ -185,8 +213,16 @@ ProfileResult Profile(const EvalRequest& req, const CompileResult& binary, const
   // --section SchedulerStats": the report (kept with --profile-dir or in an export) then
   // holds those sections too; read them with `ncu -i profile.ncu-rep --page details`.
   const char* extra_env = std::getenv("KEVOLVE_NCU_ARGS");
-  const std::string extra = extra_env ? std::string(" ") + extra_env : "";
-  int rc = Shell(Quote(ncu) + " --clock-control none --metrics " + kMetrics + extra + " -k " + Quote("regex:^(" + names + ")$") +
+  std::string opt_error;
+  const std::string options = NcuOptions(kMetrics, extra_env ? extra_env : "", &opt_error);
+  if (!opt_error.empty()) {
+    res.rung.ok = false;
+    res.rung.reason = "ncu_failed";
+    res.rung.log += "KEVOLVE_NCU_ARGS: " + opt_error + "\n";
+    res.rung.metrics = m;
+    return res;
+  }
+  int rc = Shell(Quote(ncu) + " --clock-control none" + options + " -k " + Quote("regex:^(" + names + ")$") +
                      " -f -o " + Quote(report) + " " + Quote(exe) + " worker --device " + std::to_string(o.device) +
                      " --replay " + Quote(reqfile) + " --reps 1",
                  &out);

@@ -108,13 +108,46 @@ __device__ __forceinline__ Group<bytes_> pack(const float (&f)[bytes_ / KV_SIZEO
   return u;
 }
 
+// L1 policy of a load of data the kernel never writes (ld.global.nc with an L1 eviction
+// priority): kL1NoAllocate leaves L1 to other data (a row streamed once, so that w and b
+// read for every row stay there), kL1EvictLast asks L1 to keep the line, kL1EvictFirst to
+// drop it first. kL1Default is a plain load.
+enum L1Hint { kL1Default = 0, kL1NoAllocate = 1, kL1EvictFirst = 2, kL1EvictLast = 3 };
+
+// One aligned access of bytes_ bytes at p, under L1 policy l1_.
+template <int bytes_, int l1_>
+__device__ __forceinline__ typename RawOf<bytes_>::type load_raw(const void* p) {
+  typename RawOf<bytes_>::type r;
+  if constexpr (l1_ == kL1Default) {
+    r = *reinterpret_cast<const typename RawOf<bytes_>::type*>(p);
+  } else {
+#define KV_LOAD_NC(policy)                                                                         \
+  if constexpr (bytes_ == 16)                                                                       \
+    asm("ld.global.nc" policy ".v4.u32 {%0, %1, %2, %3}, [%4];"                                    \
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));                                    \
+  else if constexpr (bytes_ == 8)                                                                   \
+    asm("ld.global.nc" policy ".v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));          \
+  else                                                                                              \
+    asm("ld.global.nc" policy ".u32 %0, [%1];" : "=r"(r) : "l"(p));
+    if constexpr (l1_ == kL1NoAllocate) {
+      KV_LOAD_NC(".L1::no_allocate")
+    } else if constexpr (l1_ == kL1EvictFirst) {
+      KV_LOAD_NC(".L1::evict_first")
+    } else {
+      KV_LOAD_NC(".L1::evict_last")
+    }
+#undef KV_LOAD_NC
+  }
+  return r;
+}
+
 // Group g (elements g*n_el .. g*n_el+n_el-1, n_el = bytes_ / sizeof(T)) of the row at p, every word
 // `fill` (0: zeros; KV_NEG_INF_WORD: -inf) when !ok. aligned_: p is bytes_-aligned and the row
-// holds whole groups, so a group is read with one access; otherwise the elements are
-// read one by one and those at or past cols keep the fill. index_t is the type the element
-// index g * n_el is computed in (int, or size_t for 64-bit address arithmetic; both are
-// exact, since g * n_el < cols + n_el, but they compile differently).
-template <int bytes_, bool aligned_, typename index_t = int>
+// holds whole groups, so a group is read with one access (under L1 policy l1_); otherwise
+// the elements are read one by one and those at or past cols keep the fill. index_t is the
+// type the element index g * n_el is computed in (int, or size_t for 64-bit address
+// arithmetic; both are exact, since g * n_el < cols + n_el, but they compile differently).
+template <int bytes_, bool aligned_, typename index_t = int, int l1_ = kL1Default>
 __device__ __forceinline__ Group<bytes_> load_group(const T* __restrict__ p, int g, bool ok, int cols,
                                                    unsigned int fill = 0u) {
   constexpr int n_el = bytes_ / KV_SIZEOF_T;
@@ -126,7 +159,7 @@ __device__ __forceinline__ Group<bytes_> load_group(const T* __restrict__ p, int
     for (int j = 0; j < bytes_ / 4; ++j) u.w[j] = fill;
   }
   if (aligned_) {
-    if (ok) u.r = *reinterpret_cast<const typename RawOf<bytes_>::type*>(p + (index_t)g * n_el);
+    if (ok) u.r = load_raw<bytes_, l1_>(p + (index_t)g * n_el);
   } else if (ok) {
 #pragma unroll
     for (int k = 0; k < n_el; ++k)

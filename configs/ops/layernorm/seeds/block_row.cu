@@ -8,6 +8,8 @@
 // Longer rows stream: tiles are loaded one after another for the statistics, then
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
 // WREG=1 loads w and b for the register tile before the reduction instead of after it.
+// XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
+// and b of the previous rows on the SM are still there (16-byte aligned path only).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
 // Statistics in f32, robust to a large mean, deterministic, and identical in every
 // thread; no E[x^2] - E[x]^2. A row that fits one tile takes the exact two-pass over the
@@ -20,6 +22,8 @@
 // @kevolve param   CHUNKS 8 4 16 2
 // @kevolve param   WREG   0 1
 // @kevolve param   STCS   0 1
+// @kevolve param   XNA    0 1
+// @kevolve param   WEL    0 1
 // Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
 //   bf16 16384x4096: 70.2 us in a hand-picked sweep:
 // @kevolve preset  BLOCK=128 CHUNKS=4
@@ -27,12 +31,16 @@
 // @kevolve preset  BLOCK=256 CHUNKS=4
 //   every dtype at 16384x4096 and 32768x4096 in the benchmark:
 // @kevolve preset  BLOCK=1024 CHUNKS=4
+//   f32 4096x32768, eleventh session: 313.1 us against 326.5 with x through L1 (same call):
+// @kevolve preset  BLOCK=1024 CHUNKS=8 STCS=1 XNA=1
 // @kevolve require VBYTES >= sizeof_T
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) <= 256
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / BLOCK
 // @kevolve launch  layernorm_block grid=rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
+#define X_L1 (XNA ? kv::kL1NoAllocate : kv::kL1Default)
+#define W_L1 (WEL ? kv::kL1EvictLast : kv::kL1Default)
 // A group of VEC elements as raw bits (kv::Group): one 16-, 8- or 4-byte access. 16-bit
 // types are kept packed (two per 32-bit register) and converted with 32-bit operations.
 typedef kv::Group<VBYTES> Vec;
@@ -124,13 +132,13 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
   for (int t = 0; t < ntiles; ++t) {
     const int gb = t * tile + tid;
 #pragma unroll
-    for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
+    for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t, X_L1>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
 #if WREG
     if (t == ntiles - 1) {
 #pragma unroll
       for (int c = 0; c < CH; ++c) {
-        wv[c] = kv::load_group<VBYTES, AL, size_t>(w, gb + c * nt, gb + c * nt < ngroups, cols);
-        bv[c] = kv::load_group<VBYTES, AL, size_t>(b, gb + c * nt, gb + c * nt < ngroups, cols);
+        wv[c] = kv::load_group<VBYTES, AL, size_t, W_L1>(w, gb + c * nt, gb + c * nt < ngroups, cols);
+        bv[c] = kv::load_group<VBYTES, AL, size_t, W_L1>(b, gb + c * nt, gb + c * nt < ngroups, cols);
       }
     }
 #endif
@@ -155,18 +163,18 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
     const int gb = t * tile + tid;
     if (t != ntiles - 1) {
 #pragma unroll
-      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
+      for (int c = 0; c < CH; ++c) v[c] = kv::load_group<VBYTES, AL, size_t, X_L1>(xr, gb + c * nt, gb + c * nt < ngroups, cols);
     }
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
       const int g = gb + c * nt;
       if (g >= ngroups) continue;
 #if WREG
-      const Vec wg = (t == ntiles - 1) ? wv[c] : kv::load_group<VBYTES, AL, size_t>(w, g, true, cols);
-      const Vec bg = (t == ntiles - 1) ? bv[c] : kv::load_group<VBYTES, AL, size_t>(b, g, true, cols);
+      const Vec wg = (t == ntiles - 1) ? wv[c] : kv::load_group<VBYTES, AL, size_t, W_L1>(w, g, true, cols);
+      const Vec bg = (t == ntiles - 1) ? bv[c] : kv::load_group<VBYTES, AL, size_t, W_L1>(b, g, true, cols);
 #else
-      const Vec wg = kv::load_group<VBYTES, AL, size_t>(w, g, true, cols);
-      const Vec bg = kv::load_group<VBYTES, AL, size_t>(b, g, true, cols);
+      const Vec wg = kv::load_group<VBYTES, AL, size_t, W_L1>(w, g, true, cols);
+      const Vec bg = kv::load_group<VBYTES, AL, size_t, W_L1>(b, g, true, cols);
 #endif
       // STCS: streaming stores (y is not read again).
       kv::store_group<VBYTES, AL, STCS, size_t>(yr, g, cols, normalize(v[c], wg, bg, mean, rstd));

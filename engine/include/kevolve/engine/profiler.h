@@ -39,4 +39,12 @@ std::string FindTool(const std::string& name);
 std::vector<std::map<std::string, std::string>> ParseNcuRawCsv(const std::string& csv);
 double NcuValueInBaseUnits(const std::string& value, const std::string& unit);
 
+// The Nsight Compute options of the profile run: kevolve's own metrics, plus the options
+// of KEVOLVE_NCU_ARGS (`extra`, split on whitespace). ncu takes `--metrics` once, so the
+// metrics the user names there (`--metrics A,B` or `--metrics=A,B`, any number of times)
+// are appended to kevolve's list; every other option is passed on as written. Returns
+// the option string (" --metrics LIST ..."), or "" with *error set when `--metrics` has
+// no value.
+std::string NcuOptions(const std::string& base_metrics, const std::string& extra, std::string* error);
+
 }  // namespace kevolve
