@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "kevolve/evaluators/cuda_driver.h"
 
@@ -25,12 +27,42 @@ fs::path KevolveBinary() {
   return fs::path(bin ? bin : KEVOLVE_BINARY);
 }
 
+namespace {
+
+// The temp dirs this test process made, removed when it exits (by the process that made
+// them, not by a forked child that exits). KEVOLVE_KEEP_TEST_DIRS=1 keeps them to debug.
+class TempDirs {
+ public:
+  void Add(const fs::path& p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(p);
+  }
+  ~TempDirs() {
+    if (getpid() != owner_ || std::getenv("KEVOLVE_KEEP_TEST_DIRS")) return;
+    std::error_code ec;
+    for (const auto& d : dirs_) fs::remove_all(d, ec);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<fs::path> dirs_;
+  pid_t owner_ = getpid();
+};
+
+TempDirs& MadeDirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 fs::path MakeTempDir(const std::string& tag) {
   static std::atomic<int> counter{0};
   fs::path p = fs::temp_directory_path() /
                ("kevolve-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(p);
   fs::create_directories(p);
+  MadeDirs().Add(p);
   return p;
 }
 

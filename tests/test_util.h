@@ -8,7 +8,9 @@ namespace kevolve::testing {
 
 std::filesystem::path SourceRoot();           // the repository root
 std::filesystem::path KevolveBinary();        // the built kevolve executable
-std::filesystem::path MakeTempDir(const std::string& tag);  // fresh, unique
+// A fresh, unique directory under the temp dir, removed when the test process exits
+// (kept with KEVOLVE_KEEP_TEST_DIRS=1).
+std::filesystem::path MakeTempDir(const std::string& tag);
 std::string ReadFile(const std::filesystem::path& p);
 void WriteFile(const std::filesystem::path& p, const std::string& text);
 
