@@ -1,11 +1,13 @@
 #include "app_context.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "kevolve/core/paths.h"
 #include "kevolve/engine/pipeline.h"
+#include "kevolve/engine/profiler.h"
 #include "kevolve/evaluators/cuda_driver.h"
 
 namespace fs = std::filesystem;
@@ -18,6 +20,16 @@ void PrintError(const std::string& message) {
   std::istringstream in(message);
   std::string line;
   while (std::getline(in, line)) std::fprintf(stderr, "kevolve: error: %s\n", line.c_str());
+}
+
+bool NcuArgsUsable() {
+  const char* env = std::getenv("KEVOLVE_NCU_ARGS");
+  if (!env) return true;
+  std::string error;
+  NcuOptions("", env, &error);
+  if (error.empty()) return true;
+  PrintError("KEVOLVE_NCU_ARGS: " + error);
+  return false;
 }
 
 std::string OpsRoot() {

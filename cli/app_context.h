@@ -26,6 +26,11 @@ void PrintError(const std::string& message);
 // "kevolve: warning: ..." on stderr: something was skipped, and the command goes on.
 void PrintWarning(const std::string& message);
 
+// With --profile: false, with the error printed, when KEVOLVE_NCU_ARGS cannot be used
+// (a --metrics without a list, an unterminated quote), so the command stops with exit 2
+// before any candidate runs instead of failing every profile rung.
+bool NcuArgsUsable();
+
 // The configs/ops folder ("" when not found, with the error printed).
 std::string OpsRoot();
 // Loads op `name`, checking `dtype` against its variants. Errors are printed.

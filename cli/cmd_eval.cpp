@@ -100,6 +100,7 @@ int Run(const EvalArgs& a) {
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
   if (a.timer != "events" && a.timer != "cupti") { PrintError("--timer must be events or cupti"); return kExitUsage; }
+  if (a.profile && !NcuArgsUsable()) return kExitUsage;
   // --shape: time (and profile) these shapes instead of the op's tune shapes, and check them
   // too. Fitness is then over these shapes only, so such a ladder is not recorded where a
   // search could reuse it.

@@ -25,6 +25,7 @@ struct ExportArgs {
 };
 
 int Run(const ExportArgs& a) {
+  if (a.profile && !NcuArgsUsable()) return kExitUsage;
   if (!fs::exists(a.db)) { PrintError("no database at '" + a.db + "' (give one with --db)"); return kExitUsage; }
   auto store = db::OpenSqliteStore(a.db);
   if (!store.ok()) { PrintError(store.error()); return kExitUsage; }

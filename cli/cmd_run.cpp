@@ -153,6 +153,7 @@ int Run(CLI::App& app, RunArgs a) {
     cfg.time_limit_s = *t;
   }
   if (Status s = ValidateRunConfig(cfg); !s.ok()) { PrintError(s.message()); return kExitUsage; }
+  if (a.profile && !NcuArgsUsable()) return kExitUsage;
   // The LLM configuration is checked before any GPU work, so a broken file shows at once.
   std::string llm_path = a.llm_config.empty() ? (fs::path(FindProjectRoot()) / "configs" / "llm.json").string() : a.llm_config;
   if (!a.llm_config.empty() && !fs::exists(llm_path)) { PrintError("no LLM config at '" + llm_path + "'"); return kExitUsage; }

@@ -109,6 +109,17 @@ TEST_CASE("bad input to the run gives a one-line error and exit 2", "[cli]") {
   CHECK(out.find("expected 3 sizes (op 'matmul' takes M x N x K") != std::string::npos);
   CHECK(RunCommand(Kevolve("eval --op softmax --shape 64x64 --db /tmp/kevolve-cli-shape.db" + seed), &out) == 2);
   CHECK(out.find("--shape cannot be combined with --db") != std::string::npos);
+  // A KEVOLVE_NCU_ARGS that ncu could not take stops --profile before any candidate runs;
+  // without --profile it is not read.
+  for (std::string cmd : {"eval --op softmax --profile" + seed, std::string("--op softmax --gens 1 --profile")}) {
+    INFO(cmd);
+    CHECK(RunCommand("export KEVOLVE_NCU_ARGS='--section X --metrics'; " + Kevolve(cmd), &out) == 2);
+    CHECK(CountLines(out) == 1);
+    CHECK(out.find("kevolve: error: KEVOLVE_NCU_ARGS: --metrics needs a comma-separated list") != std::string::npos);
+  }
+  CHECK(RunCommand("export KEVOLVE_NCU_ARGS=\"--section 'X\"; " + Kevolve("export --run 1 --profile"), &out) == 2);
+  CHECK(out.find("KEVOLVE_NCU_ARGS: unterminated ' quote") != std::string::npos);
+  CHECK(RunCommand("export KEVOLVE_NCU_ARGS='--metrics'; " + Kevolve("eval --op softmax --no-timing" + seed), &out) != 2);
   // --shape and --param take one value each: the candidate files after them stay files
   // (the command gets as far as looking for a GPU, exit 3, or runs with one, exit 0).
   const std::string two = " configs/ops/softmax/seeds/split_row.cu configs/ops/softmax/seeds/block_row.cu";

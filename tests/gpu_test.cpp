@@ -264,6 +264,45 @@ TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
   }
 }
 
+TEST_CASE("every preset of every seed, and block_row's L1 policies at every group size, pass the correctness rung", "[gpu]") {
+  // Presets run in a search's generation 0 and the L1 policies (XNA, WEL) take their own
+  // load path (ld.global.nc with an eviction priority): both must be correct on the check
+  // shapes (awkward sizes, unaligned rows), not only compile.
+  for (const std::string& name : ShippedOps()) {
+    OpSpec op = Op(name);
+    for (DType dt : op.dtypes) {
+      std::vector<CandidateInput> in;
+      for (const auto& s : op.seeds) {
+        CandidateInput base = Input(s);
+        auto parsed = CandidateSource::Parse(base.text, base.name);
+        REQUIRE(parsed.ok());
+        for (const auto& preset : parsed->presets) in.push_back({base.name, base.text, preset});
+        const bool has_l1 = std::any_of(parsed->params.begin(), parsed->params.end(), [](const auto& q) { return q.name == "XNA"; });
+        if (has_l1) {
+          for (int64_t vbytes : {16, 8, 4}) {
+            if (vbytes < DTypeSize(dt)) continue;
+            CandidateInput v = base;
+            v.params["VBYTES"] = vbytes;
+            v.params["XNA"] = 1;
+            v.params["WEL"] = 1;
+            in.push_back(v);
+          }
+        }
+      }
+      if (in.empty()) continue;
+      auto p = MakePipeline(op, dt, true);
+      auto ladders = p->Run(in, nullptr, nullptr);
+      REQUIRE(ladders.size() == in.size());
+      for (const auto& l : ladders) {
+        INFO(name << " " << DTypeName(dt) << " " << l.input.name << " [" << AssignmentString(l.input.params) << "]");
+        for (const auto& r : l.rungs) INFO(FormatRung(r));
+        CHECK(l.ok());
+        CHECK(l.Find("correctness") != nullptr);
+      }
+    }
+  }
+}
+
 TEST_CASE("shared memory that differs per shape, 48 KiB plus static, and clusters of 16 launch at every shape", "[gpu]") {
   // softmax bulk_row at its defaults: check shape 2x262147 (f32) needs 65552 bytes of
   // dynamic shared memory and a cluster of 16 blocks; the tune shape 256x262144, checked

@@ -9,25 +9,60 @@
 namespace kevolve {
 namespace {
 
-TEST_CASE("KEVOLVE_NCU_ARGS metrics join kevolve's own, other options pass as written", "[profile]") {
+TEST_CASE("KEVOLVE_NCU_ARGS metrics join kevolve's own, other options pass quoted", "[profile]") {
   std::string err;
-  CHECK(NcuOptions("a,b", "", &err) == " --metrics a,b");
+  CHECK(NcuOptions("a,b", "", &err) == " --metrics 'a,b'");
   CHECK(err.empty());
   CHECK(NcuOptions("a,b", "--section WarpStateStats --section Occupancy", &err) ==
-        " --metrics a,b --section WarpStateStats --section Occupancy");
+        " --metrics 'a,b' '--section' 'WarpStateStats' '--section' 'Occupancy'");
   // ncu refuses a second --metrics: both spellings fold into the one list, in order.
   CHECK(NcuOptions("a", "--section X --metrics breakdown:lts__throughput.avg.pct,c  --metrics=d", &err) ==
-        " --metrics a,breakdown:lts__throughput.avg.pct,c,d --section X");
+        " --metrics 'a,breakdown:lts__throughput.avg.pct,c,d' '--section' 'X'");
   CHECK(err.empty());
-  CHECK(NcuOptions("", "--metrics c", &err) == " --metrics c");
+  CHECK(NcuOptions("", "--metrics c", &err) == " --metrics 'c'");
+  CHECK(NcuOptions("", "--section X", &err) == " '--section' 'X'");
+  // Shell quoting in the variable is honoured, and every word is quoted again for the
+  // shell that runs ncu: blanks, quotes and $ reach ncu as written.
+  CHECK(NcuOptions("a", "--section-folder \"/my  dir\" --metrics 'b,c' --x it\\'s \"\\$HOME\"", &err) ==
+        " --metrics 'a,b,c' '--section-folder' '/my  dir' '--x' 'it'\\''s' '$HOME'");
+  CHECK(err.empty());
 }
 
-TEST_CASE("KEVOLVE_NCU_ARGS with --metrics and no list is an error", "[profile]") {
-  for (const char* bad : {"--metrics", "--metrics --section X", "--metrics="}) {
+TEST_CASE("KEVOLVE_NCU_ARGS with --metrics and no list, or an open quote, is an error", "[profile]") {
+  for (const char* bad : {"--metrics", "--metrics --section X", "--metrics=", "--metrics=a --metrics ''"}) {
     std::string err;
     CHECK(NcuOptions("a", bad, &err).empty());
     CHECK(err.find("--metrics needs") != std::string::npos);
   }
+  for (const char* bad : {"--section 'X", "--section \"X"}) {
+    std::string err;
+    CHECK(NcuOptions("a", bad, &err).empty());
+    CHECK(err.find("unterminated") != std::string::npos);
+  }
+}
+
+TEST_CASE("SASS counts find wide global accesses whatever their cache modifiers", "[profile]") {
+  const std::string sass = R"(
+        code for sm_90a
+                Function : k
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                          /* 0x00000a00ff017b82 */
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;                /* 0x000000040204781 */
+        /*0020*/              @!P0 LDG.E.NA.128.CONSTANT R8, desc[UR4][R2.64] ;    /* 0x000000040208781 */
+        /*0030*/                   LDG.E.EL.128.CONSTANT R12, desc[UR4][R6.64] ;   /* 0x0000000406 */
+        /*0040*/                   LDG.E.ENL2.256 R16, R20, desc[UR4][R2.64] ;     /* 0x0000000402 */
+        /*0050*/                   LDG.E.64 R22, desc[UR4][R2.64] ;                /* 0x0000000402 */
+        /*0060*/                   STG.E.EF.128 desc[UR4][R2.64], R4 ;            /* 0x0000000402 */
+        /*0070*/                   STG.E.128 desc[UR4][R2.64], R8 ;               /* 0x0000000402 */
+        /*0080*/                   STG.E desc[UR4][R2.64], R8 ;                   /* 0x0000000402 */
+        /*0090*/                   STL.64 [R1], R4 ;                               /* 0x0000000401 */
+        /*00a0*/                   LDL R5, [R1+0x8] ;                              /* 0x0000000801 */
+        /*00b0*/                   EXIT ;                                          /* 0x000000000000794d */
+)";
+  const SassCounts c = CountSass(sass);
+  CHECK(c.instructions == 12);
+  CHECK(c.ldg_wide == 4);
+  CHECK(c.stg_wide == 2);
+  CHECK(c.local == 2);
 }
 
 TEST_CASE("ncu raw CSV rows are read in launch order, in base units", "[profile]") {

@@ -20,5 +20,7 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  return Catch::Session().run(argc, argv);
+  const int rc = Catch::Session().run(argc, argv);
+  if (rc != 0) kevolve::testing::KeepTempDirs();  // a failure's paths stay readable
+  return rc;
 }

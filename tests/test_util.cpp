@@ -30,15 +30,18 @@ fs::path KevolveBinary() {
 namespace {
 
 // The temp dirs this test process made, removed when it exits (by the process that made
-// them, not by a forked child that exits). KEVOLVE_KEEP_TEST_DIRS=1 keeps them to debug.
+// them, not by a forked child that exits), unless a test failed (KeepTempDirs) or
+// KEVOLVE_KEEP_TEST_DIRS is set to anything but 0.
 class TempDirs {
  public:
   void Add(const fs::path& p) {
     std::lock_guard<std::mutex> lock(mu_);
     dirs_.push_back(p);
   }
+  void Keep() { keep_ = true; }
   ~TempDirs() {
-    if (getpid() != owner_ || std::getenv("KEVOLVE_KEEP_TEST_DIRS")) return;
+    const char* env = std::getenv("KEVOLVE_KEEP_TEST_DIRS");
+    if (getpid() != owner_ || keep_ || (env && std::string(env) != "0")) return;
     std::error_code ec;
     for (const auto& d : dirs_) fs::remove_all(d, ec);
   }
@@ -47,6 +50,7 @@ class TempDirs {
   std::mutex mu_;
   std::vector<fs::path> dirs_;
   pid_t owner_ = getpid();
+  bool keep_ = false;
 };
 
 TempDirs& MadeDirs() {
@@ -55,6 +59,8 @@ TempDirs& MadeDirs() {
 }
 
 }  // namespace
+
+void KeepTempDirs() { MadeDirs().Keep(); }
 
 fs::path MakeTempDir(const std::string& tag) {
   static std::atomic<int> counter{0};

@@ -106,10 +106,51 @@ double NcuValueInBaseUnits(const std::string& value, const std::string& unit) {
   return it == kScale.end() ? v : v * it->second;
 }
 
-std::string NcuOptions(const std::string& base_metrics, const std::string& extra, std::string* error) {
-  std::istringstream in(extra);
+std::vector<std::string> SplitShellWords(const std::string& text, std::string* error) {
   std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
+  std::string cur;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(cur);
+      cur.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'') {
+      const size_t end = text.find('\'', i + 1);
+      if (end == std::string::npos) {
+        *error = "unterminated ' quote";
+        return {};
+      }
+      cur += text.substr(i + 1, end - i - 1);
+      i = end;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size() && std::string("\"\\$`").find(text[j + 1]) != std::string::npos) ++j;
+        cur += text[j];
+      }
+      if (j >= text.size()) {
+        *error = "unterminated \" quote";
+        return {};
+      }
+      i = j;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      cur += text[++i];
+    } else {
+      cur += c;
+    }
+  }
+  if (in_word) words.push_back(cur);
+  return words;
+}
+
+std::string NcuOptions(const std::string& base_metrics, const std::string& extra, std::string* error) {
+  const std::vector<std::string> words = SplitShellWords(extra, error);
+  if (!error->empty()) return "";
   std::string metrics = base_metrics, rest;
   for (size_t i = 0; i < words.size(); ++i) {
     std::string list;
@@ -121,17 +162,42 @@ std::string NcuOptions(const std::string& base_metrics, const std::string& extra
       list = words[++i];
     } else if (words[i].rfind("--metrics=", 0) == 0) {
       list = words[i].substr(10);
-      if (list.empty()) {
-        *error = "--metrics needs a comma-separated list of metrics";
-        return "";
-      }
     } else {
-      rest += " " + words[i];
+      rest += " " + Quote(words[i]);
       continue;
+    }
+    if (list.empty()) {
+      *error = "--metrics needs a comma-separated list of metrics";
+      return "";
     }
     metrics += (metrics.empty() ? "" : ",") + list;
   }
-  return " --metrics " + metrics + rest;
+  return (metrics.empty() ? "" : " --metrics " + Quote(metrics)) + rest;
+}
+
+SassCounts CountSass(const std::string& sass) {
+  SassCounts c;
+  std::istringstream in(sass);
+  std::string line;
+  while (std::getline(in, line)) {
+    // An instruction line: "/*0040*/  @!P0 LDG.E.NA.128.CONSTANT R4, desc[UR4][R2.64] ;"
+    if (line.find("/*") == std::string::npos || line.find(';') == std::string::npos) continue;
+    ++c.instructions;
+    std::istringstream words(line.substr(line.find("*/") == std::string::npos ? 0 : line.find("*/") + 2));
+    std::string op;
+    words >> op;
+    if (!op.empty() && op[0] == '@') words >> op;  // predicate
+    const std::string base = op.substr(0, op.find('.'));
+    bool wide = false;
+    for (size_t p = op.find('.'); p != std::string::npos; p = op.find('.', p + 1)) {
+      const std::string part = op.substr(p + 1, op.find('.', p + 1) - p - 1);
+      wide = wide || part == "128" || part == "256";
+    }
+    c.ldg_wide += base == "LDG" && wide;
+    c.stg_wide += base == "STG" && wide;
+    c.local += base == "LDL" || base == "STL";
+  }
+  return c;
 }
 
 std::vector<std::map<std::string, std::string>> ParseNcuRawCsv(const std::string& csv) {
@@ -176,20 +242,11 @@ ProfileResult Profile(const EvalRequest& req, const CompileResult& binary, const
     std::string sass;
     if (Shell(Quote(cuobjdump) + " -sass " + Quote(cubin), &sass) == 0) {
       res.sass = sass;
-      int64_t lines = 0, ldg128 = 0, stg128 = 0, local = 0;
-      std::istringstream in(sass);
-      std::string l;
-      while (std::getline(in, l)) {
-        if (l.find("/*") == std::string::npos || l.find(";") == std::string::npos) continue;
-        ++lines;
-        ldg128 += l.find("LDG.E.128") != std::string::npos || l.find("LDG.E.ENL2.256") != std::string::npos;
-        stg128 += l.find("STG.E.128") != std::string::npos;
-        local += l.find("LDL") != std::string::npos || l.find("STL") != std::string::npos;
-      }
-      m["sass_instructions"] = lines;
-      m["sass_ldg128"] = ldg128;
-      m["sass_stg128"] = stg128;
-      m["sass_local_mem"] = local;
+      const SassCounts c = CountSass(sass);
+      m["sass_instructions"] = c.instructions;
+      m["sass_ldg128"] = c.ldg_wide;
+      m["sass_stg128"] = c.stg_wide;
+      m["sass_local_mem"] = c.local;
     }
   } else {
     res.rung.log += "cuobjdump not found: no SASS\n";

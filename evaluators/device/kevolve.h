@@ -114,9 +114,12 @@ __device__ __forceinline__ Group<bytes_> pack(const float (&f)[bytes_ / KV_SIZEO
 // drop it first. kL1Default is a plain load.
 enum L1Hint { kL1Default = 0, kL1NoAllocate = 1, kL1EvictFirst = 2, kL1EvictLast = 3 };
 
-// One aligned access of bytes_ bytes at p, under L1 policy l1_.
+// One aligned access of bytes_ bytes at p, under L1 policy l1_. p must point to global
+// memory (the policies use ld.global, which reads a generic pointer as a global address).
 template <int bytes_, int l1_>
 __device__ __forceinline__ typename RawOf<bytes_>::type load_raw(const void* p) {
+  static_assert(bytes_ == 16 || bytes_ == 8 || bytes_ == 4, "load_raw: bytes_ must be 16, 8 or 4");
+  static_assert(l1_ >= kL1Default && l1_ <= kL1EvictLast, "load_raw: l1_ must be a kv::L1Hint");
   typename RawOf<bytes_>::type r;
   if constexpr (l1_ == kL1Default) {
     r = *reinterpret_cast<const typename RawOf<bytes_>::type*>(p);

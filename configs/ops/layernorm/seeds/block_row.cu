@@ -9,7 +9,7 @@
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
 // WREG=1 loads w and b for the register tile before the reduction instead of after it.
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
-// and b of the previous rows on the SM are still there (16-byte aligned path only).
+// and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
 // Statistics in f32, robust to a large mean, deterministic, and identical in every
 // thread; no E[x^2] - E[x]^2. A row that fits one tile takes the exact two-pass over the

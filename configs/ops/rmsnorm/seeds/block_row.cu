@@ -9,7 +9,7 @@
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
 // WREG=1 loads w for the register tile before the reduction instead of after it.
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w, so that the w of the
-// previous rows on the SM is still there (16-byte aligned path only).
+// previous rows on the SM is still there (aligned rows only: ignored when cols % VEC != 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
 // Sums in f32 in a fixed order (per thread, warp butterfly, warps in order): deterministic.
 // @kevolve param   BLOCK  1024 512 256 128

@@ -4,6 +4,7 @@
 // cuobjdump. Tools that are missing are reported, never fatal.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,12 +40,26 @@ std::string FindTool(const std::string& name);
 std::vector<std::map<std::string, std::string>> ParseNcuRawCsv(const std::string& csv);
 double NcuValueInBaseUnits(const std::string& value, const std::string& unit);
 
+// Splits `text` into words with a POSIX shell's quoting rules: blanks separate words;
+// '...' is literal; "..." keeps blanks, and in it a backslash escapes ", $, ` or a
+// backslash; outside quotes a backslash escapes the next character. Nothing is expanded
+// ($VARS, globs, commands). An unterminated quote sets *error.
+std::vector<std::string> SplitShellWords(const std::string& text, std::string* error);
+
 // The Nsight Compute options of the profile run: kevolve's own metrics, plus the options
-// of KEVOLVE_NCU_ARGS (`extra`, split on whitespace). ncu takes `--metrics` once, so the
-// metrics the user names there (`--metrics A,B` or `--metrics=A,B`, any number of times)
-// are appended to kevolve's list; every other option is passed on as written. Returns
-// the option string (" --metrics LIST ..."), or "" with *error set when `--metrics` has
-// no value.
+// of KEVOLVE_NCU_ARGS (`extra`, split by SplitShellWords). ncu takes `--metrics` once,
+// so the metrics the user names there (`--metrics A,B` or `--metrics=A,B`, any number of
+// times) are appended to kevolve's list; every other word is passed on, each quoted for
+// the shell. Returns the option string (" --metrics 'LIST' 'word' ..."), or "" with
+// *error set for a `--metrics` without a list or an unterminated quote.
 std::string NcuOptions(const std::string& base_metrics, const std::string& extra, std::string* error);
+
+// Counts in `cuobjdump -sass` output: instructions, 128- or 256-bit global loads and
+// stores whatever their cache modifiers (LDG.E.128, LDG.E.NA.128.CONSTANT, STG.E.EF.128,
+// LDG.E.ENL2.256, ...), and local-memory loads and stores (LDL, STL: spills).
+struct SassCounts {
+  int64_t instructions = 0, ldg_wide = 0, stg_wide = 0, local = 0;
+};
+SassCounts CountSass(const std::string& sass);
 
 }  // namespace kevolve
