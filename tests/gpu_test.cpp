@@ -407,11 +407,12 @@ TEST_CASE("every GPU of the machine takes evaluations", "[gpu]") {
 
 namespace {
 
-// Runs `kevolve ARGS` from the source root; the output is INFO'd, the exit status required 0.
-std::string KevolveOk(const std::string& args) {
+// Runs `kevolve ARGS` from the source root, after `env` (shell assignments, exported);
+// the output is INFO'd, the exit status required 0.
+std::string KevolveOk(const std::string& args, const std::string& env = "") {
   std::string out;
-  int rc = testing::RunCommand("cd '" + testing::SourceRoot().string() + "' && '" +
-                                   testing::KevolveBinary().string() + "' " + args,
+  int rc = testing::RunCommand((env.empty() ? "" : "export " + env + "; ") + "cd '" + testing::SourceRoot().string() +
+                                   "' && '" + testing::KevolveBinary().string() + "' " + args,
                                &out);
   INFO(out);
   REQUIRE(rc == 0);
@@ -436,6 +437,33 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
   REQUIRE(op.ok());
   CHECK(out.find("[correctness] ok shapes=" + std::to_string(op->check.size() + 2) + " ") != std::string::npos);
+}
+
+TEST_CASE("kevolve eval --profile takes KEVOLVE_NCU_ARGS metrics and options into the Nsight Compute run", "[gpu]") {
+  GpuFixture::Get();
+  if (FindTool("ncu").empty()) {
+    WARN("ncu not found: the profile rung is not exercised here");
+    return;
+  }
+  const fs::path dir = testing::MakeTempDir("profile");
+  // A --metrics of the user's (ncu takes the option once: kevolve folds it into its own
+  // list) and a quoted option value with a blank, which must reach ncu as one word.
+  const fs::path log = dir / "ncu log.txt";
+  const std::string out = KevolveOk(
+      "eval --op softmax --dtype bf16 --shape 512x4096 --profile --profile-dir '" + (dir / "p").string() +
+          "' configs/ops/softmax/seeds/block_row.cu",
+      "KEVOLVE_NCU_ARGS=\"--metrics lts__t_sectors_srcunit_tex.sum --section SpeedOfLight --log-file '" + log.string() +
+          "'\"");
+  CHECK(out.find("[profile] ok") != std::string::npos);
+  CHECK(fs::exists(log));
+  std::string report;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".ncu-rep") report = e.path().string();
+  REQUIRE(!report.empty());
+  std::string raw;
+  REQUIRE(testing::RunCommand("'" + FindTool("ncu") + "' -i '" + report + "' --page raw --csv", &raw) == 0);
+  CHECK(raw.find("lts__t_sectors_srcunit_tex.sum") != std::string::npos);  // the user's metric
+  CHECK(raw.find("dram__bytes_read.sum") != std::string::npos);             // and kevolve's own
 }
 
 TEST_CASE("kevolve eval with several candidates ends with the fastest per shape", "[gpu]") {
