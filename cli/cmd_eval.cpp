@@ -277,7 +277,7 @@ Handler AddEvalCommand(CLI::App& app) {
       ->allow_extra_args(false);
   sub->add_flag("--recalibrate", a->recalibrate, "Measure the device's copy bandwidth and FMA peak again");
   sub->add_flag("--no-timing", a->no_timing, "Stop after the correctness rung");
-  sub->add_flag("--profile", a->profile, "Add the profile rung: Nsight Compute metrics per tune shape and SASS (needs ncu, cuobjdump)");
+  sub->add_flag("--profile", a->profile, "Add the profile rung: Nsight Compute metrics per tune shape and SASS (needs ncu, cuobjdump; KEVOLVE_NCU_ARGS adds ncu options, e.g. --section WarpStateStats or --metrics NAMES)");
   sub->add_option("--profile-dir", a->profile_dir, "Keep each candidate's .ncu-rep, SASS and summary in this folder");
   sub->add_flag("--json", a->json, "Machine-readable output");
   sub->add_option("files", a->files, "Candidate .cu files")->required()->check(CLI::ExistingFile);
