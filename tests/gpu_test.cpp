@@ -409,11 +409,15 @@ namespace {
 
 // Runs `kevolve ARGS` from the source root, after `env` (shell assignments, exported);
 // the output is INFO'd, the exit status required 0.
+int Kevolve(const std::string& args, std::string* out, const std::string& env = "") {
+  return testing::RunCommand((env.empty() ? "" : "export " + env + "; ") + "cd '" + testing::SourceRoot().string() +
+                                 "' && '" + testing::KevolveBinary().string() + "' " + args,
+                             out);
+}
+
 std::string KevolveOk(const std::string& args, const std::string& env = "") {
   std::string out;
-  int rc = testing::RunCommand((env.empty() ? "" : "export " + env + "; ") + "cd '" + testing::SourceRoot().string() +
-                                   "' && '" + testing::KevolveBinary().string() + "' " + args,
-                               &out);
+  int rc = Kevolve(args, &out, env);
   INFO(out);
   REQUIRE(rc == 0);
   return out;
@@ -437,6 +441,23 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
   REQUIRE(op.ok());
   CHECK(out.find("[correctness] ok shapes=" + std::to_string(op->check.size() + 2) + " ") != std::string::npos);
+}
+
+TEST_CASE("slice_row runs rows that span two steps, and traps on rows longer than its gather lag allows", "[gpu]") {
+  GpuFixture::Get();
+  // softmax f32, 16 KiB slices, one block per SM, GLAG 1: 3x270000 has 66 slices per row
+  // (a row spans two steps of different blocks whenever 66 does not divide the grid), which
+  // must pass every rung; 2x600000 has 147 slices per row, more than the grid of an H200
+  // (132), so a row spans three steps and the kernel must trap rather than hang.
+  const std::string seed = " --param SLOT=16 --param BPS=1 --param GLAG=1 configs/ops/softmax/seeds/slice_row.cu";
+  KevolveOk("eval --op softmax --dtype f32 --shape 3x270000" + seed);
+  std::string out;
+  const int rc = Kevolve("eval --op softmax --dtype f32 --no-timing --shape 2x600000" + seed, &out);
+  INFO(out);
+  CHECK(rc == 1);
+  CHECK(out.find("FAILED") != std::string::npos);
+  CHECK(out.find("watchdog") == std::string::npos);  // a trap, not a hang
+  CHECK(out.find("timed out") == std::string::npos);
 }
 
 TEST_CASE("kevolve eval --profile takes KEVOLVE_NCU_ARGS metrics and options into the Nsight Compute run", "[gpu]") {

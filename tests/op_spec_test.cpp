@@ -169,12 +169,13 @@ TEST_CASE("OpSpec: the shipped softmax spec loads", "[core]") {
   CHECK(fs::path(op.reference).is_absolute());
   CHECK(fs::is_regular_file(op.reference));
   CHECK(fs::path(op.reference).filename() == "reference.cu");
-  REQUIRE(op.seeds.size() == 5);
+  REQUIRE(op.seeds.size() == 6);
   CHECK(fs::path(op.seeds[0]).filename() == "warp_row.cu");
   CHECK(fs::path(op.seeds[1]).filename() == "block_row.cu");
   CHECK(fs::path(op.seeds[2]).filename() == "cluster_row.cu");
   CHECK(fs::path(op.seeds[3]).filename() == "bulk_row.cu");
   CHECK(fs::path(op.seeds[4]).filename() == "split_row.cu");
+  CHECK(fs::path(op.seeds[5]).filename() == "slice_row.cu");
   for (const auto& seed : op.seeds) {
     INFO(seed);
     CHECK(fs::path(seed).is_absolute());

@@ -344,11 +344,16 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int sr
                : "memory");
 }
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// An mbarrier expecting one arrival, visible to the async proxy.
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+// An mbarrier expecting `count` arrivals per phase, visible to the async proxy.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count = 1) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// One arrival on bar (release: this thread's earlier shared-memory writes are visible to a
+// thread whose mbar_wait sees the phase complete).
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 // Arrives on bar and adds `bytes` to the transaction count it waits for.
 __device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
@@ -485,6 +490,53 @@ __device__ __forceinline__ SplitItem split_take(unsigned* sync, int rows, int co
   s.row = item / s.chunks;
   s.chunk = item - s.row * s.chunks;
   return s;
+}
+
+// ---- the slice_row seeds' static slices ----
+// A persistent grid of G blocks (all resident) over rows cut into `parts` slices each of
+// `slice_elems` elements (a multiple of vec_elems; the last slice of a row may be shorter
+// or empty). Slice j = row * parts + part belongs to block j % G, at its step j / G, so a
+// row's slices fall in at most two consecutive steps of different blocks. Scratch `sync`:
+// a 64-bit launch counter, then two banks of rows * parts 64-bit slots; launch e (the
+// counter / G) publishes in bank e & 1 and zeroes its slot in the other bank for e + 1.
+// A row of more than G slices spans ceil((parts - 1) / G) + 1 steps (slice_span).
+struct SliceGrid {
+  int parts;        // slices per row
+  int slice_elems;  // elements per slice (at most slot_elems)
+  int steps;        // this block's slices
+  float2* part;     // this launch's bank of [rows][parts] slots
+  float2* other;    // the other bank
+};
+// Extra steps a row's slices can span: 1 when parts <= G (0 for one slice per row).
+__device__ __forceinline__ int slice_span(const SliceGrid& g) { return (g.parts + (int)gridDim.x - 2) / (int)gridDim.x; }
+// Called once per block, by every thread (syncs once).
+__device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int cols, int vec_elems, int slot_elems) {
+  __shared__ int bank_s;
+  SliceGrid g;
+  const int cols_v = (cols + vec_elems - 1) / vec_elems * vec_elems;
+  g.parts = (cols_v + slot_elems - 1) / slot_elems;
+  const long long n = (long long)rows * g.parts;
+  g.steps = (long long)blockIdx.x < n ? (int)((n - 1 - blockIdx.x) / gridDim.x + 1) : 0;
+  if (threadIdx.x == 0) {
+    const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
+    bank_s = (int)(t / gridDim.x) & 1;
+  }
+  __syncthreads();
+  g.part = reinterpret_cast<float2*>(sync + 4);
+  g.other = g.part + (size_t)rows * g.parts;
+  if (bank_s) {
+    float2* t = g.part;
+    g.part = g.other;
+    g.other = t;
+  }
+  return g;
+}
+// This block's slice at step s: its row, first column c0 and element count n (n may be 0).
+__device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, int& c0, int& n, int cols) {
+  const long long j = (long long)s * gridDim.x + blockIdx.x;
+  row = (int)(j / g.parts);
+  c0 = (int)(j - (long long)row * g.parts) * g.slice_elems;
+  n = max(0, min(g.slice_elems, cols - c0));
 }
 
 }  // namespace kv

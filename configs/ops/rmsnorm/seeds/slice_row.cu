@@ -1,0 +1,203 @@
+// rmsnorm seed for long rows that reads x once, without clusters: softmax's slice_row
+// (see there for the design, the barriers and the forward-progress argument) with a sum
+// of squares per slice. A persistent grid (BPS blocks per SM, all resident); rows are cut
+// into P slices of at most SLOT KiB (kv::slice_grid), slice j = row * P + part belonging
+// to block j % G at its step j / G. Warp 0 (control) bulk-copies slices into a ring of
+// SLOTS shared-memory slots, adds the consumer warps' sums of squares of each slice and
+// publishes the slice's sum, then gathers the row of the slice GLAG steps back (its P
+// sums, in part order: every slice of a row gets the same bits) and hands rsqrt(sum / cols
+// + eps) to the consumers. Warps 1..CW (consumers) reduce their share of slice s, then
+// write their share of slice s - LAGS from shared memory, w read with 16-byte loads
+// through the read-only path. x is read from DRAM once, never from L2 again.
+// Measured (kevolve eval, H200, twelfth session; split_row's preset in the calls before and
+// after): rmsnorm f32 1024x131072 292.5 us against 312.0-312.1, 256x262144 152.8 against
+// 163.3-163.5, bf16 157.3 and 85.0 against 163.3-163.5 and 87.8-89.0 (BPS 2, CW 12,
+// 16 KiB x 6).
+// Tried: w bulk-copied once per block into shared memory (P a divisor of G, so a block
+// always takes the same part): no faster, and its slot cost loads in flight.
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by the
+// control warp with ordinary loads, padded with 0; w and y are then accessed element by
+// element.
+// @kevolve param   CW     8 4 12 16
+// @kevolve param   SLOT   32 16 24 48
+// @kevolve param   SLOTS  6 3 4 5 8
+// @kevolve param   LAGS   3 2 4 1
+// @kevolve param   GLAG   2 1 3
+// @kevolve param   STCS   1 0
+// @kevolve param   BPS    1 2 3
+// Presets (tried in generation 0): the long-row winners of the twelfth session:
+// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6
+// @kevolve preset  BPS=2 CW=8 SLOT=16 SLOTS=6
+// @kevolve require SLOTS * SLOT * BPS <= 208
+// @kevolve require (CW + 1) * 32 * BPS <= 1024
+// @kevolve require LAGS + 1 < SLOTS
+// @kevolve require GLAG <= LAGS
+// @kevolve entry   rmsnorm_slice
+// @kevolve grid    num_sms * BPS
+// @kevolve block   (CW + 1) * 32
+// @kevolve smem    SLOTS * SLOT * 1024
+// @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+typedef kv::Group<16> Vec;
+#define NT ((CW + 1) * 32)
+
+// Group g of w from this slice's first column: one 16-byte read-only load when aligned,
+// else the elements below n (zeros past it).
+__device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n, bool al) {
+  Vec u;
+  if (al) {
+    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
+  } else {
+    u.r = make_uint4(0u, 0u, 0u, 0u);
+    for (int k = 0; k < VEC; ++k)
+      if (g * VEC + k < n) u.v[k] = p[g * VEC + k];
+  }
+  return u;
+}
+
+// Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps), then scratch (sync).
+extern "C" __global__ void __launch_bounds__(NT, BPS)
+    rmsnorm_slice(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int rows, int cols, float eps,
+                  unsigned* __restrict__ sync) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], statd[SLOTS], finr[SLOTS];
+  __shared__ float red[SLOTS][CW];  // the consumer warps' sums of squares of the slice in each slot
+  __shared__ float fin[SLOTS];      // rsqrt(mean square + eps) of the row of each slot's slice
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid == 0) {
+    for (int k = 0; k < SLOTS; ++k) {
+      kv::mbar_init(&full[k], 1);
+      kv::mbar_init(&empty[k], CW);
+      kv::mbar_init(&statd[k], CW);
+      kv::mbar_init(&finr[k], 1);
+    }
+  }
+  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T);  // syncs
+  const int P = sg.parts, steps = sg.steps;
+  // A row of more than G * GLAG slices (kv::slice_span > GLAG: rows longer than about
+  // G * GLAG * SLOT KiB) could make a gather wait for a slice its own block has not
+  // published yet: such a launch traps instead of hanging.
+  if (kv::slice_span(sg) > GLAG) __trap();
+  const bool al = cols % VEC == 0 &&
+                  ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w)) & 15) == 0;
+  auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
+  auto phase = [](int s) { return (unsigned)(s / SLOTS) & 1u; };
+
+  if (warp == 0) {
+    // ---- control warp ----
+    // Stage slice s in its slot: one bulk copy (lane 0), or ordinary loads padded with 0.
+    auto fill = [&](int s) {
+      int row, c0, n;
+      kv::slice_at(sg, s, row, c0, n, cols);
+      T* const st = slot_ptr(s);
+      const T* const xs = x + (size_t)row * cols + c0;
+      if (al) {
+        if (lane == 0) {
+          kv::mbar_expect(&full[s % SLOTS], (unsigned)(n * KV_SIZEOF_T));
+          if (n > 0) kv::bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &full[s % SLOTS]);
+        }
+      } else {
+        const int ng = (n + VEC - 1) / VEC;
+        for (int k = lane; k < ng * VEC; k += 32) st[k] = k < n ? xs[k] : kv::from_float<T>(0.f);
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
+      }
+    };
+    for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+    for (int s = 0; s < steps + LAGS; ++s) {
+      // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
+      // overlaps the merge of slice s.
+      const int t = s - GLAG;
+      const bool gather = t >= 0 && t < steps;
+      int trow = 0, tc0 = 0, tn = 0;
+      unsigned long long pre0 = 0ull, pre1 = 0ull;
+      if (gather) {
+        kv::slice_at(sg, t, trow, tc0, tn, cols);
+        const float2* pr = sg.part + (size_t)trow * P;
+        if (lane < P) pre0 = kv::slot_bits(pr + lane);
+        if (lane + 32 < P) pre1 = kv::slot_bits(pr + lane + 32);
+      }
+      if (s < steps) {  // publish slice s's sum of squares (the marker -0 keeps the slot nonzero)
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        kv::mbar_wait(&statd[s % SLOTS], phase(s));
+        const float ss = kv::reduce_sum<true>(lane < CW ? red[s % SLOTS][lane] : 0.f, nullptr);
+        if (lane == 0) {
+          const int c = c0 / sg.slice_elems;
+          kv::slot_put(sg.part + (size_t)row * P + c, make_float2(ss, -0.f));
+          kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
+        }
+      }
+      if (gather) {  // add the row's P sums in part order
+        const float2* pr = sg.part + (size_t)trow * P;
+        float tot = 0.f;
+        for (int k = lane; k < P; k += 32) {
+          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(64);
+          tot += kv::slot_value(bits).x;
+        }
+        tot = kv::reduce_sum<true>(tot, nullptr);
+        if (lane == 0) {
+          fin[t % SLOTS] = rsqrtf(tot / (float)cols + eps);
+          kv::mbar_arrive(&finr[t % SLOTS]);
+        }
+      }
+      // Refill the slot the consumers wrote one step earlier (most likely done by now).
+      const int u = s - LAGS - 1;
+      if (u >= 0 && u + SLOTS < steps) {
+        kv::mbar_wait(&empty[u % SLOTS], phase(u));
+        fill(u + SLOTS);
+      }
+    }
+  } else {
+    // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
+    const int cw = warp - 1;
+    for (int s = 0; s < steps + LAGS; ++s) {
+      if (s < steps) {  // the sum of squares of this warp's share of slice s
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+        kv::mbar_wait(&full[s % SLOTS], phase(s));
+        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s));
+        float q = 0.f;
+#pragma unroll 2
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          float f[VEC];
+          kv::unpack(sv[g], f);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) q = fmaf(f[k], f[k], q);
+        }
+        q = kv::reduce_sum<true>(q, nullptr);
+        if (lane == 0) {
+          red[s % SLOTS][cw] = q;
+          kv::mbar_arrive(&statd[s % SLOTS]);
+        }
+      }
+      if (s >= LAGS) {  // y = x * rstd * w for this warp's share of slice s - LAGS
+        const int t = s - LAGS;
+        int row, c0, n;
+        kv::slice_at(sg, t, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+        kv::mbar_wait(&finr[t % SLOTS], phase(t));
+        const float rstd = fin[t % SLOTS];
+        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(t));
+        T* const ys = y + (size_t)row * cols + c0;
+        const T* const wc = w + c0;
+#pragma unroll 2
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          float f[VEC], wf[VEC];
+          kv::unpack(sv[g], f);
+          kv::unpack(load_param(wc, g, n, al), wf);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
+          const Vec u = kv::pack<16>(f);
+          if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
+          else kv::store_group<16, false, STCS>(ys, g, n, u);
+        }
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&empty[t % SLOTS]);
+      }
+    }
+  }
+}

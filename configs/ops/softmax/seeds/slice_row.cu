@@ -1,0 +1,218 @@
+// softmax seed for long rows that reads x once, without clusters: a persistent grid
+// (BPS blocks per SM, all resident) with warp-specialised blocks and no block-wide barrier
+// in its loop. Rows are cut into P slices of at most SLOT KiB (kv::slice_grid); slice
+// j = row * P + part belongs to block j % G at its step j / G. Each block keeps a ring of
+// SLOTS slices in shared memory, filled by bulk copies (cp.async.bulk on mbarriers).
+// Warp 0 (control) issues the copies, merges the consumer warps' (max, sum) pairs of each
+// slice into the slice's pair and publishes it (a self-flagging 64-bit slot, as in
+// split_row), then gathers the row of the slice GLAG steps back (its P slots, in part
+// order, so every slice of a row gets the same bits) and hands (max, 1/sum) to the
+// consumers. Warps 1..CW (consumers) reduce their share of slice s, then write their share
+// of slice s - LAGS from shared memory; with GLAG < LAGS its row is normally in already.
+// They meet only through mbarriers: full (the copy landed), statd (the consumers' pairs are
+// in), finr (the row is gathered), empty (the slice is written; the slot may be refilled).
+// x is read from DRAM once, never from L2 again, and y is written once.
+// Why: split_row re-reads each chunk from L2, and on the H200 that second read crosses the
+// fabric between the two L2 partitions when the re-reading SM is on the other side (the
+// fabric is the busiest unit even for a copy; docs/BENCHMARKS.md). Holding the slice in
+// shared memory for LAGS steps avoids the re-read; the cost is that a row advances at the
+// pace of its slowest slice's block, with LAGS - GLAG steps of slack.
+// Measured (kevolve eval, H200, twelfth session, same call as split_row's preset):
+// softmax f32 1024x131072 281.8 us against 296.7, 256x262144 146.6 against 152.6 (BPS 2,
+// CW 4, 16 KiB x 6); bf16 161.1 against 152.1 (split_row stays ahead in bf16/f16).
+// Forward progress: with all G blocks resident, by induction on the step. The control
+// warp publishes slice s before it gathers the row of slice s - GLAG, and publishing s
+// waits only on its own block's copy and consumers, which wait on gathers of steps before
+// s. A row's slices fall in at most two consecutive steps when P <= G, so the gather of
+// step s waits on publications of steps <= s - GLAG + 1 <= s, all issued before any
+// gather of step s. (Rows of more than G slices span more steps: the kernel traps when
+// kv::slice_span exceeds GLAG.)
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by the
+// control warp with ordinary loads, padded with -inf; the stores are then scalar.
+// @kevolve param   CW     8 4 12 16
+// @kevolve param   SLOT   32 16 24 48
+// @kevolve param   SLOTS  6 3 4 5 8
+// @kevolve param   LAGS   3 2 4 1
+// @kevolve param   GLAG   2 1 3
+// @kevolve param   STCS   1 0
+// @kevolve param   BPS    1 2 3
+// Presets (tried in generation 0): f32 1024x131072 and 256x262144, twelfth session:
+// @kevolve preset  BPS=2 CW=4 SLOT=16 SLOTS=6
+// @kevolve require SLOTS * SLOT * BPS <= 208
+// @kevolve require (CW + 1) * 32 * BPS <= 1024
+// @kevolve require LAGS + 1 < SLOTS
+// @kevolve require GLAG <= LAGS
+// @kevolve entry   softmax_slice
+// @kevolve grid    num_sms * BPS
+// @kevolve block   (CW + 1) * 32
+// @kevolve smem    SLOTS * SLOT * 1024
+// @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+typedef kv::Group<16> Vec;
+#define LOG2E 1.4426950408889634f
+#define NT ((CW + 1) * 32)
+
+// ---- (max, sum of 2^((x - max) * log2e)) pairs ----
+__device__ __forceinline__ float2 merge(float2 a, float2 b) {
+  const float m = fmaxf(a.x, b.x);
+  if (m == kv::neg_inf()) return make_float2(m, 0.f);
+  return make_float2(m, a.y * kv::ex2((a.x - m) * LOG2E) + b.y * kv::ex2((b.x - m) * LOG2E));
+}
+__device__ __forceinline__ float2 warp_merge(float2 p) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    p = merge(p, make_float2(__shfl_xor_sync(0xffffffffu, p.x, o), __shfl_xor_sync(0xffffffffu, p.y, o)));
+  return p;
+}
+
+// Arguments: buffers (x, y), sizes (rows, cols), then scratch (sync).
+extern "C" __global__ void __launch_bounds__(NT, BPS)
+    softmax_slice(const T* __restrict__ x, T* __restrict__ y, int rows, int cols, unsigned* __restrict__ sync) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], statd[SLOTS], finr[SLOTS];
+  __shared__ float2 red[SLOTS][CW];  // the consumer warps' pairs of the slice in each slot
+  __shared__ float2 fin[SLOTS];      // (-max * log2e, 1 / sum) of the row of each slot's slice
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid == 0) {
+    for (int k = 0; k < SLOTS; ++k) {
+      kv::mbar_init(&full[k], 1);
+      kv::mbar_init(&empty[k], CW);
+      kv::mbar_init(&statd[k], CW);
+      kv::mbar_init(&finr[k], 1);
+    }
+  }
+  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T);  // syncs
+  const int P = sg.parts, steps = sg.steps;
+  // A row of more than G * GLAG slices (kv::slice_span > GLAG: rows longer than about
+  // G * GLAG * SLOT KiB) could make a gather wait for a slice its own block has not
+  // published yet: such a launch traps instead of hanging.
+  if (kv::slice_span(sg) > GLAG) __trap();
+  const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
+  auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
+  auto phase = [](int s) { return (unsigned)(s / SLOTS) & 1u; };
+
+  if (warp == 0) {
+    // ---- control warp ----
+    // Stage slice s in its slot: one bulk copy (lane 0), or ordinary loads padded with -inf.
+    auto fill = [&](int s) {
+      int row, c0, n;
+      kv::slice_at(sg, s, row, c0, n, cols);
+      T* const st = slot_ptr(s);
+      const T* const xs = x + (size_t)row * cols + c0;
+      if (al) {
+        if (lane == 0) {
+          kv::mbar_expect(&full[s % SLOTS], (unsigned)(n * KV_SIZEOF_T));
+          if (n > 0) kv::bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &full[s % SLOTS]);
+        }
+      } else {
+        const T neg = kv::from_float<T>(kv::neg_inf());
+        const int ng = (n + VEC - 1) / VEC;
+        for (int k = lane; k < ng * VEC; k += 32) st[k] = k < n ? xs[k] : neg;
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
+      }
+    };
+    for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+    for (int s = 0; s < steps + LAGS; ++s) {
+      // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
+      // overlaps the merge of slice s.
+      const int t = s - GLAG;
+      const bool gather = t >= 0 && t < steps;
+      int trow = 0, tc0 = 0, tn = 0;
+      unsigned long long pre0 = 0ull, pre1 = 0ull;
+      if (gather) {
+        kv::slice_at(sg, t, trow, tc0, tn, cols);
+        const float2* pr = sg.part + (size_t)trow * P;
+        if (lane < P) pre0 = kv::slot_bits(pr + lane);
+        if (lane + 32 < P) pre1 = kv::slot_bits(pr + lane + 32);
+      }
+      if (s < steps) {  // publish slice s's pair
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        kv::mbar_wait(&statd[s % SLOTS], phase(s));
+        float2 p = lane < CW ? red[s % SLOTS][lane] : make_float2(kv::neg_inf(), 0.f);
+        p = warp_merge(p);
+        if (lane == 0) {
+          const int c = c0 / sg.slice_elems;
+          kv::slot_put(sg.part + (size_t)row * P + c, p);
+          kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
+        }
+      }
+      if (gather) {  // merge the row's P pairs in part order
+        const float2* pr = sg.part + (size_t)trow * P;
+        float2 p = make_float2(kv::neg_inf(), 0.f);
+        for (int k = lane; k < P; k += 32) {
+          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(64);
+          p = merge(p, kv::slot_value(bits));
+        }
+        p = warp_merge(p);
+        if (lane == 0) {
+          fin[t % SLOTS] = make_float2(-p.x * LOG2E, kv::rcp(p.y));
+          kv::mbar_arrive(&finr[t % SLOTS]);
+        }
+      }
+      // Refill the slot the consumers wrote one step earlier (most likely done by now).
+      const int u = s - LAGS - 1;
+      if (u >= 0 && u + SLOTS < steps) {
+        kv::mbar_wait(&empty[u % SLOTS], phase(u));
+        fill(u + SLOTS);
+      }
+    }
+  } else {
+    // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
+    const int cw = warp - 1;
+    for (int s = 0; s < steps + LAGS; ++s) {
+      if (s < steps) {  // (max, sum) of this warp's share of slice s
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+        kv::mbar_wait(&full[s % SLOTS], phase(s));
+        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s));
+        float2 p = make_float2(kv::neg_inf(), 0.f);
+#pragma unroll 2
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          const Vec u = sv[g];
+          const float vm = kv::word_max(kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
+          if (vm > p.x) {
+            p.y *= kv::ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
+            p.x = vm;
+          }
+          float f[VEC];
+          kv::unpack(u, f);
+          const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) p.y += kv::ex2(fmaf(f[k], LOG2E, nml));
+        }
+        p = warp_merge(p);
+        if (lane == 0) {
+          red[s % SLOTS][cw] = p;
+          kv::mbar_arrive(&statd[s % SLOTS]);
+        }
+      }
+      if (s >= LAGS) {  // y = 2^(x*log2e - M*log2e) / S for this warp's share of slice s - LAGS
+        const int t = s - LAGS;
+        int row, c0, n;
+        kv::slice_at(sg, t, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+        kv::mbar_wait(&finr[t % SLOTS], phase(t));
+        const float2 fv = fin[t % SLOTS];
+        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(t));
+        T* const ys = y + (size_t)row * cols + c0;
+#pragma unroll 2
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          float f[VEC];
+          kv::unpack(sv[g], f);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) f[k] = kv::ex2(fmaf(f[k], LOG2E, fv.x)) * fv.y;
+          const Vec u = kv::pack<16>(f);
+          if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
+          else kv::store_group<16, false, STCS>(ys, g, n, u);
+        }
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&empty[t % SLOTS]);
+      }
+    }
+  }
+}
