@@ -249,7 +249,9 @@ TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
       auto ladders = p->Run(in, nullptr, &tune);
       for (const auto& l : ladders) {
         INFO(name << " " << DTypeName(dt) << " " << l.input.name);
-        for (const auto& r : l.rungs) INFO(FormatRung(r));
+        std::string rungs;  // one INFO: an INFO inside a loop body ends with that iteration
+        for (const auto& r : l.rungs) rungs += FormatRung(r) + "\n";
+        INFO(rungs);
         CHECK(l.ok());
         // A seed with `zeroed` scratch (split_row) was also run again without re-zeroing it.
         bool zeroed = std::any_of(l.parsed.scratch.begin(), l.parsed.scratch.end(), [](const auto& s) { return s.zeroed; });
@@ -295,7 +297,9 @@ TEST_CASE("every preset of every seed, and block_row's L1 policies at every grou
       REQUIRE(ladders.size() == in.size());
       for (const auto& l : ladders) {
         INFO(name << " " << DTypeName(dt) << " " << l.input.name << " [" << AssignmentString(l.input.params) << "]");
-        for (const auto& r : l.rungs) INFO(FormatRung(r));
+        std::string rungs;  // one INFO: an INFO inside a loop body ends with that iteration
+        for (const auto& r : l.rungs) rungs += FormatRung(r) + "\n";
+        INFO(rungs);
         CHECK(l.ok());
         CHECK(l.Find("correctness") != nullptr);
       }

@@ -512,9 +512,10 @@ __device__ __forceinline__ int slice_span(const SliceGrid& g) { return (g.parts 
 // Called once per block, by every thread (syncs once).
 __device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int cols, int vec_elems, int slot_elems) {
   __shared__ int bank_s;
-  SliceGrid g;
+  SliceGrid g{};
   const int cols_v = (cols + vec_elems - 1) / vec_elems * vec_elems;
   g.parts = (cols_v + slot_elems - 1) / slot_elems;
+  g.slice_elems = ((cols + g.parts - 1) / g.parts + vec_elems - 1) / vec_elems * vec_elems;
   const long long n = (long long)rows * g.parts;
   g.steps = (long long)blockIdx.x < n ? (int)((n - 1 - blockIdx.x) / gridDim.x + 1) : 0;
   if (threadIdx.x == 0) {
