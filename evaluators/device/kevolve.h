@@ -500,23 +500,30 @@ __device__ __forceinline__ SplitItem split_take(unsigned* sync, int rows, int co
 // a 64-bit launch counter, then two banks of rows * parts 64-bit slots; launch e (the
 // counter / G) publishes in bank e & 1 and zeroes its slot in the other bank for e + 1.
 // A row of more than G slices spans ceil((parts - 1) / G) + 1 steps (slice_span).
+// Rows that fit a slot min_pack times or more are packed instead: a slice is `pack` whole
+// consecutive rows (slot_elems / the row's length rounded up to vec_elems), and needs no
+// exchange.
 struct SliceGrid {
   int parts;        // slices per row
   int slice_elems;  // elements per slice (at most slot_elems)
   int steps;        // this block's slices
+  int pack;         // rows per slice when min_pack rows or more fit one slot, else 0
   float2* part;     // this launch's bank of [rows][parts] slots
   float2* other;    // the other bank
 };
 // Extra steps a row's slices can span: 1 when parts <= G (0 for one slice per row).
 __device__ __forceinline__ int slice_span(const SliceGrid& g) { return (g.parts + (int)gridDim.x - 2) / (int)gridDim.x; }
 // Called once per block, by every thread (syncs once).
-__device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int cols, int vec_elems, int slot_elems) {
+__device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int cols, int vec_elems, int slot_elems,
+                                                int min_pack = 1) {
   __shared__ int bank_s;
   SliceGrid g{};
   const int cols_v = (cols + vec_elems - 1) / vec_elems * vec_elems;
   g.parts = (cols_v + slot_elems - 1) / slot_elems;
   g.slice_elems = ((cols + g.parts - 1) / g.parts + vec_elems - 1) / vec_elems * vec_elems;
-  const long long n = (long long)rows * g.parts;
+  const int fit = slot_elems / max(cols_v, 1);
+  g.pack = fit >= max(min_pack, 1) ? fit : 0;
+  const long long n = g.pack ? ((long long)rows + g.pack - 1) / g.pack : (long long)rows * g.parts;
   g.steps = (long long)blockIdx.x < n ? (int)((n - 1 - blockIdx.x) / gridDim.x + 1) : 0;
   if (threadIdx.x == 0) {
     const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
@@ -532,7 +539,14 @@ __device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int co
   }
   return g;
 }
-// This block's slice at step s: its row, first column c0 and element count n (n may be 0).
+// This block's packed slice at step s (g.pack > 0): its first row r0 and row count nr.
+__device__ __forceinline__ void slice_rows(const SliceGrid& g, int s, int rows, int& r0, int& nr) {
+  const long long j = (long long)s * gridDim.x + blockIdx.x;
+  r0 = (int)(j * g.pack);
+  nr = min(g.pack, rows - r0);
+}
+// This block's slice at step s (g.pack == 0): its row, first column c0 and element count n
+// (n may be 0).
 __device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, int& c0, int& n, int cols) {
   const long long j = (long long)s * gridDim.x + blockIdx.x;
   row = (int)(j / g.parts);

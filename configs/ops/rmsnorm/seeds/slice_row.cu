@@ -15,6 +15,8 @@
 // 16 KiB x 6).
 // Tried: w bulk-copied once per block into shared memory (P a divisor of G, so a block
 // always takes the same part): no faster, and its slot cost loads in flight.
+// Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (one
+// consumer warp per row, nothing exchanged).
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by the
 // control warp with ordinary loads, padded with 0; w and y are then accessed element by
 // element.
@@ -72,7 +74,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       kv::mbar_init(&finr[k], 1);
     }
   }
-  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T);  // syncs
+  // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
+  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
   const int P = sg.parts, steps = sg.steps;
   // A row of more than G * GLAG slices (kv::slice_span > GLAG: rows longer than about
   // G * GLAG * SLOT KiB) could make a gather wait for a slice its own block has not
@@ -82,6 +85,71 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
                   ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w)) & 15) == 0;
   auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
   auto phase = [](int s) { return (unsigned)(s / SLOTS) & 1u; };
+
+  if (sg.pack) {
+    // Rows that fit one slot: a slice is sg.pack whole consecutive rows (row i at i * rs in
+    // the slot), each reduced and written by one consumer warp; nothing is exchanged.
+    const int rs = al ? cols : (cols + VEC - 1) / VEC * VEC;  // the rows' stride in the slot
+    const int ngr = (cols + VEC - 1) / VEC;
+    if (warp == 0) {
+      auto fill = [&](int s) {
+        int r0, nr;
+        kv::slice_rows(sg, s, rows, r0, nr);
+        T* const st = slot_ptr(s);
+        if (al) {
+          if (lane == 0) {
+            const unsigned bytes = (unsigned)((size_t)nr * cols * KV_SIZEOF_T);
+            kv::mbar_expect(&full[s % SLOTS], bytes);
+            kv::bulk_load(st, x + (size_t)r0 * cols, bytes, &full[s % SLOTS]);
+          }
+        } else {
+          for (int k = lane; k < nr * rs; k += 32) {
+            const int i = k / rs, c = k - i * rs;
+            st[k] = c < cols ? x[(size_t)(r0 + i) * cols + c] : kv::from_float<T>(0.f);
+          }
+          __syncwarp();
+          if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
+        }
+      };
+      for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+      for (int s = 0; s + SLOTS < steps; ++s) {
+        kv::mbar_wait(&empty[s % SLOTS], phase(s));
+        fill(s + SLOTS);
+      }
+    } else {
+      const int cw = warp - 1;
+      for (int s = 0; s < steps; ++s) {
+        int r0, nr;
+        kv::slice_rows(sg, s, rows, r0, nr);
+        kv::mbar_wait(&full[s % SLOTS], phase(s));
+        for (int i = cw; i < nr; i += CW) {
+          const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s) + (size_t)i * rs);
+          T* const ys = y + (size_t)(r0 + i) * cols;
+          float q = 0.f;
+          for (int g = lane; g < ngr; g += 32) {
+            float f[VEC];
+            kv::unpack(sv[g], f);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) q = fmaf(f[k], f[k], q);
+          }
+          const float rstd = rsqrtf(kv::reduce_sum<true>(q, nullptr) / (float)cols + eps);
+          for (int g = lane; g < ngr; g += 32) {
+            float f[VEC], wf[VEC];
+            kv::unpack(sv[g], f);
+            kv::unpack(load_param(w, g, cols, al), wf);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
+            const Vec u = kv::pack<16>(f);
+            if (al) kv::store_group<16, true, STCS>(ys, g, cols, u);
+            else kv::store_group<16, false, STCS>(ys, g, cols, u);
+          }
+        }
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&empty[s % SLOTS]);
+      }
+    }
+    return;
+  }
 
   if (warp == 0) {
     // ---- control warp ----
