@@ -495,11 +495,12 @@ __device__ __forceinline__ SplitItem split_take(unsigned* sync, int rows, int co
 // ---- the slice_row seeds' static slices ----
 // A persistent grid of G blocks (all resident) over rows cut into `parts` slices each of
 // `slice_elems` elements (a multiple of vec_elems; the last slice of a row may be shorter
-// or empty). Slice j = row * parts + part belongs to block j % G, at its step j / G, so a
-// row's slices fall in at most two consecutive steps of different blocks. Scratch `sync`:
-// a 64-bit launch counter, then two banks of rows * parts 64-bit slots; launch e (the
+// or empty); rows and cols are at least 1. Slice j = row * parts + part belongs to block
+// j % G, at its step j / G, so when parts <= G a row's slices fall in at most two
+// consecutive steps of different blocks; a longer row spans up to slice_span extra steps,
+// and a block may then hold several of its slices. Scratch `sync`: a 64-bit launch counter
+// and 8 bytes of padding, then two banks of rows * parts 64-bit slots; launch e (the
 // counter / G) publishes in bank e & 1 and zeroes its slot in the other bank for e + 1.
-// A row of more than G slices spans ceil((parts - 1) / G) + 1 steps (slice_span).
 // Rows that fit a slot min_pack times or more are packed instead: a slice is `pack` whole
 // consecutive rows (slot_elems / the row's length rounded up to vec_elems), and needs no
 // exchange.

@@ -77,9 +77,11 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
   const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
   const int P = sg.parts, steps = sg.steps;
-  // A row of more than G * GLAG slices (kv::slice_span > GLAG: rows longer than about
-  // G * GLAG * SLOT KiB) could make a gather wait for a slice its own block has not
-  // published yet: such a launch traps instead of hanging.
+  // A row whose slices can span more than GLAG extra steps (kv::slice_span > GLAG, that
+  // is P > G * GLAG + 1 slices: rows longer than about G * GLAG * SLOT KiB) could make a
+  // gather wait for a slice its own block has not published yet: such a launch traps
+  // instead of hanging (the test takes the worst-placed row, so it may trap a launch that
+  // would have finished).
   if (kv::slice_span(sg) > GLAG) __trap();
   const bool al = cols % VEC == 0 &&
                   ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w)) & 15) == 0;

@@ -25,8 +25,8 @@
 // waits only on its own block's copy and consumers, which wait on gathers of steps before
 // s. A row's slices fall in at most two consecutive steps when P <= G, so the gather of
 // step s waits on publications of steps <= s - GLAG + 1 <= s, all issued before any
-// gather of step s. (Rows of more than G slices span more steps: the kernel traps when
-// kv::slice_span exceeds GLAG.)
+// gather of step s. (Rows of more than G slices span more steps, and a block may hold
+// several slices of one row: the kernel traps when kv::slice_span exceeds GLAG.)
 // Rows that fit a slot CW times or more are packed instead (kv::slice_grid's pack): a
 // slice is as many whole consecutive rows as the slot holds, one consumer warp reduces and
 // writes each row, and nothing is exchanged (at 4096x1024 bf16 a slice is 16 rows). (With
@@ -89,9 +89,11 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
   const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
   const int P = sg.parts, steps = sg.steps;
-  // A row of more than G * GLAG slices (kv::slice_span > GLAG: rows longer than about
-  // G * GLAG * SLOT KiB) could make a gather wait for a slice its own block has not
-  // published yet: such a launch traps instead of hanging.
+  // A row whose slices can span more than GLAG extra steps (kv::slice_span > GLAG, that
+  // is P > G * GLAG + 1 slices: rows longer than about G * GLAG * SLOT KiB) could make a
+  // gather wait for a slice its own block has not published yet: such a launch traps
+  // instead of hanging (the test takes the worst-placed row, so it may trap a launch that
+  // would have finished).
   if (kv::slice_span(sg) > GLAG) __trap();
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
   auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
