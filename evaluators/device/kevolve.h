@@ -395,6 +395,22 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
 }
 #endif
 
+// Group g of a per-column vector (a norm's w or b, from a chunk's first column) as 16
+// bytes: one read-only load when aligned, else the elements below n (zeros past it). The
+// scalar loop is left to the compiler (load_group<16, false> unrolls it, which changes the
+// split_row seeds' code).
+__device__ __forceinline__ Group<16> load_param16(const T* __restrict__ p, int g, int n, bool al) {
+  Group<16> u;
+  if (al) {
+    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
+  } else {
+    u.r = make_uint4(0u, 0u, 0u, 0u);
+    for (int k = 0; k < 16 / KV_SIZEOF_T; ++k)
+      if (g * (16 / KV_SIZEOF_T) + k < n) u.v[k] = p[g * (16 / KV_SIZEOF_T) + k];
+  }
+  return u;
+}
+
 // ---- cross-block slots in global memory ----
 // A 64-bit slot written and read whole (single-copy atomic) is its own flag: all-zero bits
 // mean "not yet", so a published value must never be all-zero bits (store one half with its

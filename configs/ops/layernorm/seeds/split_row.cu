@@ -63,21 +63,6 @@
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
 typedef kv::Group<16> Vec;
 
-// Group g of a global vector (w or b from this chunk's first column): one 16-byte
-// read-only load when aligned, else the elements below n (zeros past it). The scalar loop
-// is left to the compiler (kv::load_group<16, false> unrolls it, which changes the code).
-__device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n, bool al) {
-  Vec u;
-  if (al) {
-    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
-  } else {
-    u.r = make_uint4(0u, 0u, 0u, 0u);
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < n) u.v[k] = p[g * VEC + k];
-  }
-  return u;
-}
-
 // Arguments: buffers (x, w, b, y), sizes (rows, cols), scalars (eps), then scratch (sync).
 extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     layernorm_split(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -214,8 +199,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   for (int g = tid; g < ng; g += BLOCK) {
     float f[VEC], wf[VEC], bf[VEC];
     kv::unpack(sv[g], f);
-    kv::unpack(load_param(ws_w, g, n, al), wf);
-    kv::unpack(load_param(ws_b, g, n, al), bf);
+    kv::unpack(kv::load_param16(ws_w, g, n, al), wf);
+    kv::unpack(kv::load_param16(ws_b, g, n, al), bf);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
     const Vec u = kv::pack<16>(f);

@@ -43,20 +43,6 @@
 typedef kv::Group<16> Vec;
 #define NT ((CW + 1) * 32)
 
-// Group g of w from this slice's first column: one 16-byte read-only load when aligned,
-// else the elements below n (zeros past it).
-__device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n, bool al) {
-  Vec u;
-  if (al) {
-    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
-  } else {
-    u.r = make_uint4(0u, 0u, 0u, 0u);
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < n) u.v[k] = p[g * VEC + k];
-  }
-  return u;
-}
-
 // Arguments: buffers (x, w, y), sizes (rows, cols), scalars (eps), then scratch (sync).
 extern "C" __global__ void __launch_bounds__(NT, BPS)
     rmsnorm_slice(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int rows, int cols, float eps,
@@ -138,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           for (int g = lane; g < ngr; g += 32) {
             float f[VEC], wf[VEC];
             kv::unpack(sv[g], f);
-            kv::unpack(load_param(w, g, cols, al), wf);
+            kv::unpack(kv::load_param16(w, g, cols, al), wf);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
             const Vec u = kv::pack<16>(f);
@@ -258,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
           float f[VEC], wf[VEC];
           kv::unpack(sv[g], f);
-          kv::unpack(load_param(wc, g, n, al), wf);
+          kv::unpack(kv::load_param16(wc, g, n, al), wf);
 #pragma unroll
           for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
           const Vec u = kv::pack<16>(f);

@@ -48,20 +48,6 @@
 // kv::pack convert them with 32-bit operations).
 typedef kv::Group<16> Vec;
 
-// Group g of a global vector (w or b from this chunk's first column): one 16-byte
-// read-only load when aligned, else the elements below n (zeros past it).
-__device__ __forceinline__ Vec load_param(const T* __restrict__ p, int g, int n, bool al) {
-  Vec u;
-  if (al) {
-    u.r = __ldg(reinterpret_cast<const uint4*>(p) + g);
-  } else {
-    u.r = make_uint4(0u, 0u, 0u, 0u);
-    for (int k = 0; k < VEC; ++k)
-      if (g * VEC + k < n) u.v[k] = p[g * VEC + k];
-  }
-  return u;
-}
-
 // Cross-block signalling: a row's partials live in 64-bit slots (kv::slot_put,
 // kv::slot_bits), each written and read whole, so a slot is its own flag: all-zero bits
 // mean "not yet". The second word is stored with its sign bit set (a nonnegative value,
@@ -151,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   for (int g = tid; g < ng; g += BLOCK) {
     float f[VEC], wf[VEC];
     kv::unpack(sv[g], f);
-    kv::unpack(load_param(ws_w, g, n, al), wf);
+    kv::unpack(kv::load_param16(ws_w, g, n, al), wf);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
     const Vec u = kv::pack<16>(f);
