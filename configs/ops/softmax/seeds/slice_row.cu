@@ -20,6 +20,17 @@
 // Measured (kevolve eval, H200, twelfth session, same call as split_row's preset):
 // softmax f32 1024x131072 281.8 us against 296.7, 256x262144 146.6 against 152.6 (BPS 2,
 // CW 4, 16 KiB x 6); bf16 161.1 against 152.1 (split_row stays ahead in bf16/f16).
+// EX1 = 1 takes exp once per element: the consumers take their share's max first (a packed
+// max over the words, no MUFU), then e = 2^((x - m_w) log2e) with that warp max, add it up
+// and store e back into the slot, in T; the write multiplies e by 2^((m_w - M) log2e) / S,
+// one ex2 per warp instead of one per element. In bf16 and f16 e is rounded to T before
+// the multiply, so the result carries two roundings of T instead of one: at most 2^-7
+// relative in bf16 (the gate's rtol is 8e-3), 2^-10 in f16; f32 is unchanged. EX1 = 0
+// keeps the single rounding (exp taken again in the write). Measured (thirteenth session,
+// kevolve eval, H200, same call, us, 1024x131072 / 256x262144, the preset): bf16 158.7-158.8
+// / 82.7-83.0 against 169.8-170.8 / 89.7-90.0 with EX1 = 0; f16 157.9-158.3 / 82.1-82.6
+// against 169.8-170.8 / 89.4-90.1; f32 283.0-285.1 / 146.5-146.6 against 283.1-283.6 /
+// 146.4-146.8; the gate's max_rel in bf16 7.6e-3 against 3.9e-3.
 // Forward progress: with all G blocks resident, by induction on the step. The control
 // warp publishes slice s before it gathers the row of slice s - GLAG, and publishing s
 // waits only on its own block's copy and consumers, which wait on gathers of steps before
@@ -41,6 +52,7 @@
 // @kevolve param   GLAG   2 1 3
 // @kevolve param   STCS   1 0
 // @kevolve param   BPS    1 2 3
+// @kevolve param   EX1    1 0
 // Presets (tried in generation 0): f32 1024x131072 and 256x262144, twelfth session:
 // @kevolve preset  BPS=2 CW=4 SLOT=16 SLOTS=6
 // @kevolve require SLOTS * SLOT * BPS <= 208
@@ -249,8 +261,35 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::slice_at(sg, s, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
         kv::mbar_wait(&full[s % SLOTS], phase(s));
-        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s));
         float2 p = make_float2(kv::neg_inf(), 0.f);
+#if EX1
+        Vec* sw = reinterpret_cast<Vec*>(slot_ptr(s));
+        float m = kv::neg_inf();
+#pragma unroll 4
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          const Vec u = sw[g];
+          m = fmaxf(m, kv::word_max(kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3]))));
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        const float nml = m == kv::neg_inf() ? 0.f : -m * LOG2E;
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll 2
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          float f[VEC];
+          kv::unpack(sw[g], f);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) {
+            f[k] = kv::ex2(fmaf(f[k], LOG2E, nml));
+            if (k & 1) s1 += f[k];
+            else s0 += f[k];
+          }
+          sw[g] = kv::pack<16>(f);  // e in place, for the write pass
+        }
+        p = make_float2(m, kv::reduce_sum<true>(s0 + s1, nullptr));
+        __syncwarp();
+#else
+        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s));
 #pragma unroll 2
         for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
           const Vec u = sv[g];
@@ -266,6 +305,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           for (int k = 0; k < VEC; ++k) p.y += kv::ex2(fmaf(f[k], LOG2E, nml));
         }
         p = warp_merge(p);
+#endif
         if (lane == 0) {
           red[s % SLOTS][cw] = p;
           kv::mbar_arrive(&statd[s % SLOTS]);
@@ -280,16 +320,32 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         const float2 fv = fin[t % SLOTS];
         const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(t));
         T* const ys = y + (size_t)row * cols + c0;
+#if EX1
+        // The slot holds e = 2^((x - m_w) log2e); red still holds this warp's m_w (the slot's
+        // red entries are rewritten only after the slot is refilled).
+        const float mw = red[t % SLOTS][cw].x;
+        const float scale = mw == kv::neg_inf() ? 0.f : kv::ex2(fmaf(mw, LOG2E, fv.x)) * fv.y;
+#endif
 #pragma unroll 2
         for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
           float f[VEC];
           kv::unpack(sv[g], f);
+#if EX1
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) f[k] *= scale;
+#else
 #pragma unroll
           for (int k = 0; k < VEC; ++k) f[k] = kv::ex2(fmaf(f[k], LOG2E, fv.x)) * fv.y;
+#endif
           const Vec u = kv::pack<16>(f);
           if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
           else kv::store_group<16, false, STCS>(ys, g, n, u);
         }
+#if EX1
+        // This thread wrote e into the slot (generic proxy); the refill is a bulk copy (async
+        // proxy): order the two before the slot is released.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
         __syncwarp();
         if (lane == 0) kv::mbar_arrive(&empty[t % SLOTS]);
       }
