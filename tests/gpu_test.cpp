@@ -447,7 +447,7 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   CHECK(out.find("[correctness] ok shapes=" + std::to_string(op->check.size() + 2) + " ") != std::string::npos);
 }
 
-TEST_CASE("slice_row runs rows that span two steps, and traps on rows longer than its gather lag allows", "[gpu]") {
+TEST_CASE("slice_row (softmax, layernorm) runs rows that span two steps, and traps on rows longer than its gather lag allows", "[gpu]") {
   GpuFixture::Get();
   // softmax f32, 16 KiB slices, one block per SM, GLAG 1: 3x270000 has 66 slices per row
   // (a row spans two steps of different blocks whenever 66 does not divide the grid), which
@@ -455,6 +455,10 @@ TEST_CASE("slice_row runs rows that span two steps, and traps on rows longer tha
   // (132), so a row spans three steps and the kernel must trap rather than hang.
   const std::string seed = " --param SLOT=16 --param BPS=1 --param GLAG=1 configs/ops/softmax/seeds/slice_row.cu";
   KevolveOk("eval --op softmax --dtype f32 --shape 3x270000" + seed);
+  // layernorm's slice_row on the same row: 66 (mean, M2) parts per row, so each lane of the
+  // gather merges two or three parts (Chan) before the lanes are merged.
+  KevolveOk("eval --op layernorm --dtype f32 --shape 3x270000 --param SLOT=16 --param BPS=1 --param GLAG=1 "
+            "configs/ops/layernorm/seeds/slice_row.cu");
   std::string out;
   const int rc = Kevolve("eval --op softmax --dtype f32 --no-timing --shape 2x600000" + seed, &out);
   INFO(out);

@@ -1,0 +1,376 @@
+// layernorm seed for long rows that reads x once, without clusters: softmax's slice_row
+// (see there for the design, the barriers and the forward-progress argument) with exact
+// (count, mean, M2) statistics per slice. A persistent grid (BPS blocks per SM, all
+// resident); rows are cut into P slices of at most SLOT KiB (kv::slice_grid), slice
+// j = row * P + part belonging to block j % G at its step j / G. Warps 1..CW (consumers)
+// load their share of slice s from shared memory into registers once (at most MAXG
+// 16-byte groups a lane) and take its exact two-pass statistics there: the share's sum and
+// count, m = sum / count, then the sums of d = x - m and d^2, giving (count, mean, M2) as
+// split_row does for a chunk. Warp 0 (control) bulk-copies slices into a ring of SLOTS
+// shared-memory slots, merges the consumers' triples with Chan's formula (kv::warp_merge,
+// lower warp first) and publishes the slice's (mean, M2), then gathers the row of the
+// slice GLAG steps back (its P pairs merged with Chan's formula: every slice of a row gets
+// the same bits) and hands (mean, rstd) to the consumers, who write their share of slice
+// s - LAGS from shared memory, w and b read with 16-byte loads through the read-only path.
+// x is read from DRAM once, never from L2 again.
+// Measured (kevolve eval, H200, thirteenth session, us, 1024x131072 / 256x262144, split_row's
+// BLOCK 128 CHUNK 16 preset in the same calls): f32 310.0-326.0 / 167.2-172.7 against
+// 345.2-347.0 / 179.4-180.2; bf16 231.8-247.7 / 100.8-111.9 against 184.1-185.3 /
+// 96.7-97.5, f16 228.4-250.7 / 100.0-114.2 against 194.2-194.4 / 100.6 (split_row stays
+// ahead in bf16 and f16, where the consumers' instructions per element, about twice
+// rmsnorm's, bound the step; rmsnorm's slice_row runs bf16 at 158.9 / 85.7).
+// What made the difference (same calls): the merges on the control warp's chain. With
+// Chan's pairwise kv::warp_merge (five levels, a division each) for the slice and for
+// the gathered row, f32 ran 453.5 / 241.5 and bf16 303.6 / 135.0; lanes_merge (two
+// butterflies, one division) gives the numbers above. A first version (twelfth session)
+// also took both passes of the statistics from shared memory: 30-60% slower than
+// split_row. PF 1 (w and b loaded before the statistics, so their L2 latency overlaps
+// them) helps f32 1024x131072 (310.0 against 323.4) and costs bf16/f16 256x262144 (111.9
+// against 103.1); with 8 consumer warps it spills, and runs 50% slower.
+// Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (a
+// slice is whole rows, one consumer warp takes each row's statistics and writes it,
+// nothing is exchanged).
+// Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by the
+// control warp with ordinary loads, padded with 0; w, b and y are then accessed element
+// by element.
+// @kevolve param   CW     12 8 16 4
+// @kevolve param   SLOT   16 32 24 48
+// @kevolve param   SLOTS  6 3 4 5 8
+// @kevolve param   LAGS   3 2 4 1
+// @kevolve param   GLAG   2 1 3
+// @kevolve param   STCS   1 0
+// @kevolve param   BPS    2 1 3
+// @kevolve param   PF     0 1
+// Presets (tried in generation 0): f32 1024x131072, and the bf16/f16 best (thirteenth session):
+// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 PF=1
+// @kevolve preset  BPS=3 CW=8 SLOT=16 SLOTS=4 LAGS=2 GLAG=1 PF=0
+// @kevolve require SLOTS * SLOT * BPS <= 208
+// @kevolve require (CW + 1) * 32 * BPS <= 1024
+// @kevolve require LAGS + 1 < SLOTS
+// @kevolve require GLAG <= LAGS
+// @kevolve require SLOT <= CW * 8
+// @kevolve entry   layernorm_slice
+// @kevolve grid    num_sms * BPS
+// @kevolve block   (CW + 1) * 32
+// @kevolve smem    SLOTS * SLOT * 1024
+// @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
+#define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
+typedef kv::Group<16> Vec;
+#define NT ((CW + 1) * 32)
+// The write loop's unroll: 2 in f32; in bf16/f16 (x, w and b unpacked to 24 floats a group)
+// an unroll of 2 spilled at the 72-register cap of 2 blocks of 416 threads.
+#define WUNROLL (KV_SIZEOF_T == 4 ? 2 : 1)
+// The most groups a lane holds: a slot's SLOT * 64 groups over CW * 32 lanes (a packed
+// row has at most SLOT * 64 / CW groups, over 32 lanes: the same bound).
+#define MAXG ((SLOT * 64 + CW * 32 - 1) / (CW * 32))
+
+// The lanes' (count, mean, M2) merged exactly (a lane with count 0 adds nothing): the
+// count-weighted mean, then M2 = sum of (M2_i + n_i (mean_i - mean)^2). Two butterflies
+// and one division, where Chan's pairwise merge (kv::warp_merge) takes five levels of a
+// division each: this sits on the control warp's chain once per slice and once per
+// gathered row. Every lane gets the same bits.
+__device__ __forceinline__ kv::Stats lanes_merge(const kv::Stats& s) {
+  float n = s.n, sum = s.n * s.mean;
+  kv::reduce_sum2<true>(n, sum, nullptr, nullptr);
+  const float mean = n > 0.f ? sum / n : 0.f, d = s.mean - mean;
+  const float m2 = kv::reduce_sum<true>(s.n > 0.f ? fmaf(d * s.n, d, s.m2) : 0.f, nullptr);
+  return kv::Stats{n, mean, m2};
+}
+
+// Exact (count, mean, M2) of the groups first + j * step (j < MAXG, below ng) of sv, whose
+// valid elements end at n (only a last, unaligned group is padded, with zeros): one read
+// of shared memory into registers, then the two passes there. Every lane of the warp
+// gets the same bits.
+__device__ __forceinline__ kv::Stats share_stats(const Vec* sv, int first, int step, int ng, int n) {
+  Vec r[MAXG];
+  float sum = 0.f;
+  int cnt = 0;
+#pragma unroll
+  for (int j = 0; j < MAXG; ++j) {
+    const int g = first + j * step;
+    if (g < ng) {
+      r[j] = sv[g];
+      float f[VEC];
+      kv::unpack(r[j], f);
+      for (int h = VEC / 2; h > 0; h >>= 1)
+#pragma unroll
+        for (int k = 0; k < h; ++k) f[k] += f[k + h];
+      sum += f[0];
+      cnt += min(VEC, n - g * VEC);
+    }
+  }
+  sum = kv::reduce_sum<true>(sum, nullptr);
+  cnt = (int)__reduce_add_sync(0xffffffffu, (unsigned)cnt);
+  const float fc = (float)cnt, m = cnt > 0 ? sum / fc : 0.f;
+  float sd = 0.f, q2 = 0.f;
+#pragma unroll
+  for (int j = 0; j < MAXG; ++j) {
+    const int g = first + j * step;
+    if (g < ng) {
+      float f[VEC];
+      kv::unpack(r[j], f);
+      const int nv = n - g * VEC;
+      if (nv >= VEC) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float d = f[k] - m;
+          sd += d;
+          q2 = fmaf(d, d, q2);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float d = f[k] - m;
+          if (k < nv) {
+            sd += d;
+            q2 = fmaf(d, d, q2);
+          }
+        }
+      }
+    }
+  }
+  kv::reduce_sum2<true>(sd, q2, nullptr, nullptr);
+  const float cm = cnt > 0 ? sd / fc : 0.f;
+  return kv::Stats{fc, m + cm, fmaxf(q2 - sd * cm, 0.f)};
+}
+
+// Arguments: buffers (x, w, b, y), sizes (rows, cols), scalars (eps), then scratch (sync).
+extern "C" __global__ void __launch_bounds__(NT, BPS)
+    layernorm_slice(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                    int rows, int cols, float eps, unsigned* __restrict__ sync) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], statd[SLOTS], finr[SLOTS];
+  __shared__ kv::Stats red[SLOTS][CW];  // the consumer warps' (count, mean, M2) of the slice in each slot
+  __shared__ float2 fin[SLOTS];         // (mean, rstd) of the row of each slot's slice
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid == 0) {
+    for (int k = 0; k < SLOTS; ++k) {
+      kv::mbar_init(&full[k], 1);
+      kv::mbar_init(&empty[k], CW);
+      kv::mbar_init(&statd[k], CW);
+      kv::mbar_init(&finr[k], 1);
+    }
+  }
+  // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
+  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
+  const int P = sg.parts, steps = sg.steps;
+  // A row whose slices can span more than GLAG extra steps (kv::slice_span > GLAG, that
+  // is P > G * GLAG + 1 slices: rows longer than about G * GLAG * SLOT KiB) could make a
+  // gather wait for a slice its own block has not published yet: such a launch traps
+  // instead of hanging (the test takes the worst-placed row, so it may trap a launch that
+  // would have finished).
+  if (kv::slice_span(sg) > GLAG) __trap();
+  const bool al = cols % VEC == 0 &&
+                  ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w) |
+                    reinterpret_cast<size_t>(b)) & 15) == 0;
+  auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
+  auto phase = [](int s) { return (unsigned)(s / SLOTS) & 1u; };
+
+  if (sg.pack) {
+    // Rows that fit one slot: a slice is sg.pack whole consecutive rows (row i at i * rs in
+    // the slot), each reduced and written by one consumer warp; nothing is exchanged.
+    const int rs = al ? cols : (cols + VEC - 1) / VEC * VEC;  // the rows' stride in the slot
+    const int ngr = (cols + VEC - 1) / VEC;
+    if (warp == 0) {
+      auto fill = [&](int s) {
+        int r0, nr;
+        kv::slice_rows(sg, s, rows, r0, nr);
+        T* const st = slot_ptr(s);
+        if (al) {
+          if (lane == 0) {
+            const unsigned bytes = (unsigned)((size_t)nr * cols * KV_SIZEOF_T);
+            kv::mbar_expect(&full[s % SLOTS], bytes);
+            kv::bulk_load(st, x + (size_t)r0 * cols, bytes, &full[s % SLOTS]);
+          }
+        } else {
+          for (int k = lane; k < nr * rs; k += 32) {
+            const int i = k / rs, c = k - i * rs;
+            st[k] = c < cols ? x[(size_t)(r0 + i) * cols + c] : kv::from_float<T>(0.f);
+          }
+          __syncwarp();
+          if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
+        }
+      };
+      for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+      for (int s = 0; s + SLOTS < steps; ++s) {
+        kv::mbar_wait(&empty[s % SLOTS], phase(s));
+        fill(s + SLOTS);
+      }
+    } else {
+      const int cw = warp - 1;
+      for (int s = 0; s < steps; ++s) {
+        int r0, nr;
+        kv::slice_rows(sg, s, rows, r0, nr);
+        kv::mbar_wait(&full[s % SLOTS], phase(s));
+        for (int i = cw; i < nr; i += CW) {
+          const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s) + (size_t)i * rs);
+          T* const ys = y + (size_t)(r0 + i) * cols;
+          const kv::Stats st = share_stats(sv, lane, 32, ngr, cols);
+          const float mean = st.mean, rstd = rsqrtf(st.m2 / (float)cols + eps);
+          for (int g = lane; g < ngr; g += 32) {
+            float f[VEC], wf[VEC], bf[VEC];
+            kv::unpack(sv[g], f);
+            kv::unpack(kv::load_param16(w, g, cols, al), wf);
+            kv::unpack(kv::load_param16(b, g, cols, al), bf);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
+            const Vec u = kv::pack<16>(f);
+            if (al) kv::store_group<16, true, STCS>(ys, g, cols, u);
+            else kv::store_group<16, false, STCS>(ys, g, cols, u);
+          }
+        }
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&empty[s % SLOTS]);
+      }
+    }
+    return;
+  }
+
+  if (warp == 0) {
+    // ---- control warp ----
+    // Stage slice s in its slot: one bulk copy (lane 0), or ordinary loads padded with 0.
+    auto fill = [&](int s) {
+      int row, c0, n;
+      kv::slice_at(sg, s, row, c0, n, cols);
+      T* const st = slot_ptr(s);
+      const T* const xs = x + (size_t)row * cols + c0;
+      if (al) {
+        if (lane == 0) {
+          kv::mbar_expect(&full[s % SLOTS], (unsigned)(n * KV_SIZEOF_T));
+          if (n > 0) kv::bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &full[s % SLOTS]);
+        }
+      } else {
+        const int ng = (n + VEC - 1) / VEC;
+        for (int k = lane; k < ng * VEC; k += 32) st[k] = k < n ? xs[k] : kv::from_float<T>(0.f);
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
+      }
+    };
+    for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+    for (int s = 0; s < steps + LAGS; ++s) {
+      // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
+      // overlaps the merge of slice s.
+      const int t = s - GLAG;
+      const bool gather = t >= 0 && t < steps;
+      int trow = 0, tc0 = 0, tn = 0;
+      unsigned long long pre0 = 0ull, pre1 = 0ull;
+      if (gather) {
+        kv::slice_at(sg, t, trow, tc0, tn, cols);
+        const float2* pr = sg.part + (size_t)trow * P;
+        if (lane < P) pre0 = kv::slot_bits(pr + lane);
+        if (lane + 32 < P) pre1 = kv::slot_bits(pr + lane + 32);
+      }
+      if (s < steps) {  // publish slice s's (mean, M2), M2 stored as -M2 - 0 (the sign bit keeps the slot nonzero)
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        kv::mbar_wait(&statd[s % SLOTS], phase(s));
+        const kv::Stats st = lanes_merge(lane < CW ? red[s % SLOTS][lane] : kv::Stats{0.f, 0.f, 0.f});
+        if (lane == 0) {
+          const int c = c0 / sg.slice_elems;
+          kv::slot_put(sg.part + (size_t)row * P + c, make_float2(st.mean, -st.m2 - 0.f));
+          kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
+        }
+      }
+      if (gather) {  // merge the row's P (mean, M2): each lane its parts in order (Chan), then the lanes
+        const float2* pr = sg.part + (size_t)trow * P;
+        kv::Stats acc{0.f, 0.f, 0.f};
+        for (int k = lane; k < P; k += 32) {
+          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(64);
+          const float2 q = kv::slot_value(bits);
+          acc = kv::merge(acc, kv::Stats{(float)max(0, min(sg.slice_elems, cols - k * sg.slice_elems)), q.x, -q.y});
+        }
+        acc = lanes_merge(acc);
+        if (lane == 0) {
+          fin[t % SLOTS] = make_float2(acc.mean, rsqrtf(acc.m2 / (float)cols + eps));
+          kv::mbar_arrive(&finr[t % SLOTS]);
+        }
+      }
+      // Refill the slot the consumers wrote one step earlier (most likely done by now).
+      const int u = s - LAGS - 1;
+      if (u >= 0 && u + SLOTS < steps) {
+        kv::mbar_wait(&empty[u % SLOTS], phase(u));
+        fill(u + SLOTS);
+      }
+    }
+  } else {
+    // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
+    const int cw = warp - 1;
+    for (int s = 0; s < steps + LAGS; ++s) {
+#if PF
+      // PF: this lane's groups of w and b for slice s - LAGS, loaded before the statistics
+      // of slice s so that their L2 latency overlaps them.
+      Vec wv[MAXG], bv[MAXG];
+      if (s >= LAGS) {
+        int row, c0, n;
+        kv::slice_at(sg, s - LAGS, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+#pragma unroll
+        for (int j = 0; j < MAXG; ++j) {
+          const int g = cw * 32 + lane + j * CW * 32;
+          if (g < ng) {
+            wv[j] = kv::load_param16(w + c0, g, n, al);
+            bv[j] = kv::load_param16(b + c0, g, n, al);
+          }
+        }
+      }
+#endif
+      if (s < steps) {  // exact (count, mean, M2) of this warp's share of slice s
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+        kv::mbar_wait(&full[s % SLOTS], phase(s));
+        const kv::Stats st = share_stats(reinterpret_cast<const Vec*>(slot_ptr(s)), cw * 32 + lane, CW * 32, ng, n);
+        if (lane == 0) {
+          red[s % SLOTS][cw] = st;
+          kv::mbar_arrive(&statd[s % SLOTS]);
+        }
+      }
+      if (s >= LAGS) {  // y = (x - mean) * rstd * w + b for this warp's share of slice s - LAGS
+        const int t = s - LAGS;
+        int row, c0, n;
+        kv::slice_at(sg, t, row, c0, n, cols);
+        const int ng = (n + VEC - 1) / VEC;
+        kv::mbar_wait(&finr[t % SLOTS], phase(t));
+        const float2 mr = fin[t % SLOTS];
+        const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(t));
+        T* const ys = y + (size_t)row * cols + c0;
+        const T* const wc = w + c0;
+        const T* const bc = b + c0;
+#if PF
+#pragma unroll
+        for (int j = 0; j < MAXG; ++j) {
+          const int g = cw * 32 + lane + j * CW * 32;
+          if (g < ng) {
+            float f[VEC], wf[VEC], bf[VEC];
+            kv::unpack(sv[g], f);
+            kv::unpack(wv[j], wf);
+            kv::unpack(bv[j], bf);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mr.x) * mr.y, wf[k], bf[k]);
+            const Vec u = kv::pack<16>(f);
+            if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
+            else kv::store_group<16, false, STCS>(ys, g, n, u);
+          }
+        }
+#else
+#pragma unroll WUNROLL
+        for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
+          float f[VEC], wf[VEC], bf[VEC];
+          kv::unpack(sv[g], f);
+          kv::unpack(kv::load_param16(wc, g, n, al), wf);
+          kv::unpack(kv::load_param16(bc, g, n, al), bf);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mr.x) * mr.y, wf[k], bf[k]);
+          const Vec u = kv::pack<16>(f);
+          if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
+          else kv::store_group<16, false, STCS>(ys, g, n, u);
+        }
+#endif
+        __syncwarp();
+        if (lane == 0) kv::mbar_arrive(&empty[t % SLOTS]);
+      }
+    }
+  }
+}
