@@ -1,12 +1,13 @@
 // layernorm seed for long rows that reads x once, without clusters: softmax's slice_row
-// (see there for the design, the barriers and the forward-progress argument) with exact
+// (see there for the design, the barriers and the forward-progress argument) with two-pass
 // (count, mean, M2) statistics per slice. A persistent grid (BPS blocks per SM, all
 // resident); rows are cut into P slices of at most SLOT KiB (kv::slice_grid), slice
 // j = row * P + part belonging to block j % G at its step j / G. Warps 1..CW (consumers)
 // load their share of slice s from shared memory into registers once (at most MAXG
-// 16-byte groups a lane) and take its exact two-pass statistics there: the share's sum and
-// count, m = sum / count, then the sums of d = x - m and d^2, giving (count, mean, M2) as
-// split_row does for a chunk. Warp 0 (control) bulk-copies slices into a ring of SLOTS
+// 16-byte groups a lane) and take its two-pass statistics there: the share's sum and
+// count, m = sum / count, then the sum of (x - m)^2, giving (count, m, M2). (split_row also
+// adds up x - m to correct m; in f32 that correction changes M2 by count * (u m)^2, about
+// 1e-11 of it at the op's mean-to-spread ratio of 60, and leaving it out was 1-3% faster.) Warp 0 (control) bulk-copies slices into a ring of SLOTS
 // shared-memory slots, merges the consumers' triples with Chan's formula (kv::warp_merge,
 // lower warp first) and publishes the slice's (mean, M2), then gathers the row of the
 // slice GLAG steps back (its P pairs merged with Chan's formula: every slice of a row gets
@@ -26,7 +27,9 @@
 // also took both passes of the statistics from shared memory: 30-60% slower than
 // split_row. PF 1 (w and b loaded before the statistics, so their L2 latency overlaps
 // them) helps f32 1024x131072 (310.0 against 323.4) and costs bf16/f16 256x262144 (111.9
-// against 103.1); with 8 consumer warps it spills, and runs 50% slower.
+// against 103.1); with 8 consumer warps it spills, and runs 50% slower. Without the sum of
+// deviations (later call): f32 304.6-304.8 / 163.4-163.6 against 308.9-309.4 / 167.5-168.0
+// (PF 1), bf16 224.0-224.4 / 97.7-97.9 against 231.1-232.4 / 100.5-101.4 (second preset).
 // Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (a
 // slice is whole rows, one consumer warp takes each row's statistics and writes it,
 // nothing is exchanged).
@@ -77,9 +80,10 @@ __device__ __forceinline__ kv::Stats lanes_merge(const kv::Stats& s) {
   return kv::Stats{n, mean, m2};
 }
 
-// Exact (count, mean, M2) of the groups first + j * step (j < MAXG, below ng) of sv, whose
+// Two-pass (count, mean, M2) of the groups first + j * step (j < MAXG, below ng) of sv, whose
 // valid elements end at n (only a last, unaligned group is padded, with zeros): one read
-// of shared memory into registers, then the two passes there. Every lane of the warp
+// of shared memory into registers, then the two passes there (the mean, then the squared
+// deviations from it). Every lane of the warp
 // gets the same bits.
 __device__ __forceinline__ kv::Stats share_stats(const Vec* sv, int first, int step, int ng, int n) {
   Vec r[MAXG];
@@ -102,7 +106,7 @@ __device__ __forceinline__ kv::Stats share_stats(const Vec* sv, int first, int s
   sum = kv::reduce_sum<true>(sum, nullptr);
   cnt = (int)__reduce_add_sync(0xffffffffu, (unsigned)cnt);
   const float fc = (float)cnt, m = cnt > 0 ? sum / fc : 0.f;
-  float sd = 0.f, q2 = 0.f;
+  float q2 = 0.f;
 #pragma unroll
   for (int j = 0; j < MAXG; ++j) {
     const int g = first + j * step;
@@ -110,28 +114,15 @@ __device__ __forceinline__ kv::Stats share_stats(const Vec* sv, int first, int s
       float f[VEC];
       kv::unpack(r[j], f);
       const int nv = n - g * VEC;
-      if (nv >= VEC) {
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          const float d = f[k] - m;
-          sd += d;
-          q2 = fmaf(d, d, q2);
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          const float d = f[k] - m;
-          if (k < nv) {
-            sd += d;
-            q2 = fmaf(d, d, q2);
-          }
-        }
+      for (int k = 0; k < VEC; ++k) {
+        const float d = f[k] - m;
+        if (nv >= VEC || k < nv) q2 = fmaf(d, d, q2);
       }
     }
   }
-  kv::reduce_sum2<true>(sd, q2, nullptr, nullptr);
-  const float cm = cnt > 0 ? sd / fc : 0.f;
-  return kv::Stats{fc, m + cm, fmaxf(q2 - sd * cm, 0.f)};
+  q2 = kv::reduce_sum<true>(q2, nullptr);
+  return kv::Stats{fc, m, q2};
 }
 
 // Arguments: buffers (x, w, b, y), sizes (rows, cols), scalars (eps), then scratch (sync).
@@ -316,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         }
       }
 #endif
-      if (s < steps) {  // exact (count, mean, M2) of this warp's share of slice s
+      if (s < steps) {  // two-pass (count, mean, M2) of this warp's share of slice s
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
