@@ -2,34 +2,37 @@
 // (see there for the design, the barriers and the forward-progress argument) with two-pass
 // (count, mean, M2) statistics per slice. A persistent grid (BPS blocks per SM, all
 // resident); rows are cut into P slices of at most SLOT KiB (kv::slice_grid), slice
-// j = row * P + part belonging to block j % G at its step j / G. Warps 1..CW (consumers)
-// load their share of slice s from shared memory into registers once (at most MAXG
-// 16-byte groups a lane) and take its two-pass statistics there: the share's sum and
-// count, m = sum / count, then the sum of (x - m)^2, giving (count, m, M2). (split_row also
-// adds up x - m to correct m; in f32 that correction changes M2 by count * (u m)^2, about
-// 1e-11 of it at the op's mean-to-spread ratio of 60, and leaving it out was 1-3% faster.) Warp 0 (control) bulk-copies slices into a ring of SLOTS
-// shared-memory slots, merges the consumers' triples with Chan's formula (kv::warp_merge,
-// lower warp first) and publishes the slice's (mean, M2), then gathers the row of the
-// slice GLAG steps back (its P pairs merged with Chan's formula: every slice of a row gets
-// the same bits) and hands (mean, rstd) to the consumers, who write their share of slice
-// s - LAGS from shared memory, w and b read with 16-byte loads through the read-only path.
-// x is read from DRAM once, never from L2 again.
-// Measured (kevolve eval, H200, thirteenth session, us, 1024x131072 / 256x262144, split_row's
-// BLOCK 128 CHUNK 16 preset in the same calls): f32 310.0-326.0 / 167.2-172.7 against
-// 345.2-347.0 / 179.4-180.2; bf16 231.8-247.7 / 100.8-111.9 against 184.1-185.3 /
-// 96.7-97.5, f16 228.4-250.7 / 100.0-114.2 against 194.2-194.4 / 100.6 (split_row stays
-// ahead in bf16 and f16, where the consumers' instructions per element, about twice
-// rmsnorm's, bound the step; rmsnorm's slice_row runs bf16 at 158.9 / 85.7).
-// What made the difference (same calls): the merges on the control warp's chain. With
-// Chan's pairwise kv::warp_merge (five levels, a division each) for the slice and for
-// the gathered row, f32 ran 453.5 / 241.5 and bf16 303.6 / 135.0; lanes_merge (two
-// butterflies, one division) gives the numbers above. A first version (twelfth session)
-// also took both passes of the statistics from shared memory: 30-60% slower than
-// split_row. PF 1 (w and b loaded before the statistics, so their L2 latency overlaps
-// them) helps f32 1024x131072 (310.0 against 323.4) and costs bf16/f16 256x262144 (111.9
-// against 103.1); with 8 consumer warps it spills, and runs 50% slower. Without the sum of
-// deviations (later call): f32 304.6-304.8 / 163.4-163.6 against 308.9-309.4 / 167.5-168.0
-// (PF 1), bf16 224.0-224.4 / 97.7-97.9 against 231.1-232.4 / 100.5-101.4 (second preset).
+// j = row * P + part belonging to block j % G at its step j / G.
+// Warps 1..CW (consumers) load their share of slice s from shared memory into registers
+// once (at most MAXG 16-byte groups a lane) and take its two-pass statistics there: the
+// share's sum and count, m = sum / count, then the sum of (x - m)^2, giving (count, m, M2).
+// (split_row also adds up x - m to correct m; in f32 that correction changes M2 by
+// count * (u m)^2, about 1e-11 of it at the op's mean-to-spread ratio of 60, and leaving
+// it out was 1-3% faster.)
+// Warp 0 (control) bulk-copies slices into a ring of SLOTS shared-memory slots, merges the
+// consumers' triples (lanes_merge) and publishes the slice's (mean, M2), then gathers the
+// row of the slice GLAG steps back (its P pairs, each lane its parts in order with Chan's
+// formula, then lanes_merge: every slice of a row gets the same bits) and hands
+// (mean, rstd) to the consumers, who write their share of slice s - LAGS from shared
+// memory, w and b read with 16-byte loads through the read-only path. x is read from DRAM
+// once, never from L2 again.
+// Measured (kevolve eval, H200, thirteenth session, us, 1024x131072 / 256x262144;
+// split_row's BLOCK 128 CHUNK 16 preset in the same calls: f32 345.2-347.0 / 179.4-180.2,
+// bf16 184.1-185.3 / 96.7-97.5, f16 194.2-194.4 / 100.6): this seed at its first preset,
+// f32 304.6-304.8 / 163.4-163.6; at its second, bf16 224.0-224.4 / 97.7-97.9 (f16 was level
+// with bf16 in the calls before). split_row stays ahead in bf16 and f16, where the
+// consumers' instructions per element, about twice rmsnorm's, bound the step (rmsnorm's
+// slice_row runs bf16 at 158.9 / 85.7).
+// What made the difference: the merges on the control warp's chain. With Chan's pairwise
+// kv::warp_merge (five levels, a division each) for the slice and for the gathered row,
+// f32 ran 453.5 / 241.5 and bf16 303.6 / 135.0 (12 consumer warps); lanes_merge (two
+// butterflies, one division) brought that to 323.4-326.0 / 171.1-172.7 and 247.2-247.7 /
+// 103.1-103.5. A first version (twelfth session) also took both passes of the statistics
+// from shared memory: 30-60% slower than split_row. PF 1 (w and b loaded before the
+// statistics, so that their L2 latency overlaps them) helps f32 (308.9-310.0 against
+// 323.4) and costs bf16/f16 at 256x262144 (111.9 against 103.1); with 8 consumer warps at
+// 2 blocks per SM it spills and runs 50% slower. Dropping the deviations' sum then gave
+// the numbers above (from 308.9-309.4 / 167.5-168.0 and 231.1-232.4 / 100.5-101.4).
 // Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (a
 // slice is whole rows, one consumer warp takes each row's statistics and writes it,
 // nothing is exchanged).
