@@ -570,5 +570,54 @@ __device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, in
   c0 = (int)(j - (long long)row * g.parts) * g.slice_elems;
   n = max(0, min(g.slice_elems, cols - c0));
 }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// The slice_row seeds' staging of the block's slice at step s (g.pack == 0) of x in slot st,
+// completing the mbarrier bar: one bulk copy issued by lane 0 when al (16-byte aligned rows
+// and buffers; bar gets the byte count), else ordinary loads by the whole warp padded with
+// pad to whole groups of vec_elems, then one arrive. Called by every lane of one warp.
+template <typename T>
+__device__ __forceinline__ void slice_fill(const SliceGrid& g, int s, const T* x, int cols, int vec_elems, T* st,
+                                           unsigned long long* bar, bool al, T pad) {
+  const int lane = threadIdx.x % 32;
+  int row, c0, n;
+  slice_at(g, s, row, c0, n, cols);
+  const T* const xs = x + (size_t)row * cols + c0;
+  if (al) {
+    if (lane == 0) {
+      mbar_expect(bar, (unsigned)(n * sizeof(T)));
+      if (n > 0) bulk_load(st, xs, (unsigned)(n * sizeof(T)), bar);
+    }
+  } else {
+    const int ng = (n + vec_elems - 1) / vec_elems;
+    for (int k = lane; k < ng * vec_elems; k += 32) st[k] = k < n ? xs[k] : pad;
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  }
+}
+// The same for a packed slice (g.pack > 0): the block's whole rows at step s
+// (kv::slice_rows), row i at i * rs in the slot (rs: cols when al, else cols rounded up to
+// a whole group), padded with pad.
+template <typename T>
+__device__ __forceinline__ void slice_fill_rows(const SliceGrid& g, int s, const T* x, int rows, int cols, int rs,
+                                                T* st, unsigned long long* bar, bool al, T pad) {
+  const int lane = threadIdx.x % 32;
+  int r0, nr;
+  slice_rows(g, s, rows, r0, nr);
+  if (al) {
+    if (lane == 0) {
+      const unsigned bytes = (unsigned)((size_t)nr * cols * sizeof(T));
+      mbar_expect(bar, bytes);
+      bulk_load(st, x + (size_t)r0 * cols, bytes, bar);
+    }
+  } else {
+    for (int k = lane; k < nr * rs; k += 32) {
+      const int i = k / rs, c = k - i * rs;
+      st[k] = c < cols ? x[(size_t)(r0 + i) * cols + c] : pad;
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  }
+}
+#endif
 
 }  // namespace kv

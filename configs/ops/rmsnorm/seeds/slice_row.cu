@@ -81,23 +81,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     const int ngr = (cols + VEC - 1) / VEC;
     if (warp == 0) {
       auto fill = [&](int s) {
-        int r0, nr;
-        kv::slice_rows(sg, s, rows, r0, nr);
-        T* const st = slot_ptr(s);
-        if (al) {
-          if (lane == 0) {
-            const unsigned bytes = (unsigned)((size_t)nr * cols * KV_SIZEOF_T);
-            kv::mbar_expect(&full[s % SLOTS], bytes);
-            kv::bulk_load(st, x + (size_t)r0 * cols, bytes, &full[s % SLOTS]);
-          }
-        } else {
-          for (int k = lane; k < nr * rs; k += 32) {
-            const int i = k / rs, c = k - i * rs;
-            st[k] = c < cols ? x[(size_t)(r0 + i) * cols + c] : kv::from_float<T>(0.f);
-          }
-          __syncwarp();
-          if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
-        }
+        kv::slice_fill_rows(sg, s, x, rows, cols, rs, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
       };
       for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
       for (int s = 0; s + SLOTS < steps; ++s) {
@@ -141,23 +125,9 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
 
   if (warp == 0) {
     // ---- control warp ----
-    // Stage slice s in its slot: one bulk copy (lane 0), or ordinary loads padded with 0.
+    // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with 0.
     auto fill = [&](int s) {
-      int row, c0, n;
-      kv::slice_at(sg, s, row, c0, n, cols);
-      T* const st = slot_ptr(s);
-      const T* const xs = x + (size_t)row * cols + c0;
-      if (al) {
-        if (lane == 0) {
-          kv::mbar_expect(&full[s % SLOTS], (unsigned)(n * KV_SIZEOF_T));
-          if (n > 0) kv::bulk_load(st, xs, (unsigned)(n * KV_SIZEOF_T), &full[s % SLOTS]);
-        }
-      } else {
-        const int ng = (n + VEC - 1) / VEC;
-        for (int k = lane; k < ng * VEC; k += 32) st[k] = k < n ? xs[k] : kv::from_float<T>(0.f);
-        __syncwarp();
-        if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
-      }
+      kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
     };
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
     for (int s = 0; s < steps + LAGS; ++s) {
