@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <set>
 #include <cmath>
@@ -648,6 +649,83 @@ TEST_CASE("an interrupted search cancels its LLM calls in flight and records the
     CHECK(c.outcome == "cancelled");
     CHECK_FALSE(c.candidate_id.has_value());
   }
+}
+
+namespace {
+
+// The first call answers at once (a valid edit); every later one waits until another
+// connection to the run's database (as a user would open it after a kill -9) sees a call
+// in llm_calls, or until 5 s after the first wait (then timed_out, and none waits again).
+class WaitForRecordProvider : public llm::Provider {
+ public:
+  explicit WaitForRecordProvider(std::string db_path) : db_path_(std::move(db_path)) {
+    cfg_.name = "gated";
+    cfg_.kind = "replay";
+  }
+  llm::Reply Complete(const std::vector<llm::Message>&) override {
+    if (calls.fetch_add(1) > 0) {
+      std::lock_guard<std::mutex> lock(mu_);  // one reader connection, one waiting call at a time
+      if (!deadline_) deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      db::StoreOptions ro;
+      ro.read_only = true;
+      auto reader = db::OpenSqliteStore(db_path_, ro);
+      while (!seen && !timed_out && reader.ok()) {
+        auto rows = (*reader)->ListLlmCalls(std::nullopt);
+        if (rows.ok() && !rows->empty()) seen = true;  // while this call is still out
+        if (std::chrono::steady_clock::now() > *deadline_) timed_out = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (!reader.ok()) open_error = reader.error();
+    }
+    llm::Reply r;
+    r.text = "<<<<<<< SEARCH\n// @kevolve param C 0 1 2 3\n=======\n// @kevolve param C 2 3 1 0\n>>>>>>> REPLACE\n";
+    return r;
+  }
+  const llm::ProviderConfig& config() const override { return cfg_; }
+  bool broken() const override { return false; }
+  std::atomic<int> calls{0};
+  bool seen = false, timed_out = false;  // under mu_
+  std::string open_error;
+
+ private:
+  std::string db_path_;
+  std::mutex mu_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  llm::ProviderConfig cfg_;
+};
+
+}  // namespace
+
+TEST_CASE("each LLM call is recorded as it returns, while the rest of its batch is in flight", "[engine][llm]") {
+  // So a coordinator killed with kill -9 while a slow call is out keeps the calls (and
+  // the spend) that came back before it. LLM operators only: generation 1 waits for its
+  // own batch of 12 requests, made one at a time.
+  World w;
+  auto owned = std::make_unique<WaitForRecordProvider>((w.dir / "k.db").string());
+  WaitForRecordProvider* provider = owned.get();
+  std::vector<std::unique_ptr<llm::Provider>> providers;
+  providers.push_back(std::move(owned));
+  LlmBreeder llm(w.op, DType::kF32, std::move(providers), 0, std::make_shared<NvrtcCompiler>(), "sm_90", {}, 1);
+  LandscapeEvaluator ev;
+  FakeClock clock;
+  RunConfig cfg = Config(2, 4);
+  cfg.operator_mix = {{"llm_diff", 1.0}};
+  cfg.llm_wait_s = 0;
+  Search s(w.op, DType::kF32, cfg, w.store.get(), &ev, &clock);
+  s.EnableLlm(&llm, nullptr);
+  auto r = s.Run(0, nullptr, {});
+  REQUIRE(r.ok());
+  INFO(provider->open_error);
+  CHECK(provider->open_error.empty());
+  CHECK(provider->calls.load() >= 2);
+  CHECK(provider->seen);                // the first call was in the database while the second was out
+  CHECK_FALSE(provider->timed_out);     // ... before the 5 s deadline, so no call waited for it
+  auto calls = w.store->ListLlmCalls(r->run_id);
+  REQUIRE(calls.ok());
+  CHECK(static_cast<int>(calls->size()) == provider->calls.load());  // every call recorded, once
+  int linked = 0;
+  for (const auto& c : *calls) linked += c.candidate_id.has_value();
+  CHECK(linked >= 1);  // and the children, evaluated in generation 1, linked to their candidates
 }
 
 TEST_CASE("a mix of LLM operators only runs every generation", "[engine][llm]") {

@@ -56,11 +56,16 @@ LlmBreeder::Prepared LlmBreeder::Prepare(const std::vector<LlmRequest>& reqs, db
   return p;
 }
 
-std::vector<LlmChild> LlmBreeder::Execute(const Prepared& p) {
+std::vector<LlmChild> LlmBreeder::Execute(const Prepared& p, Progress* progress) {
   std::vector<LlmChild> out(p.reqs.size());
   for (size_t i = 0; i < p.reqs.size(); ++i) out[i].request = p.reqs[i];
   std::mutex mu;  // guards `next`
   size_t next = 0;
+  auto finished = [&](size_t i) {  // request i made all its calls: hand it to the caller's thread
+    if (!progress) return;
+    std::lock_guard<std::mutex> lock(progress->mu);
+    progress->finished.emplace_back(i, out[i]);
+  };
   auto worker = [&] {
     for (;;) {
       size_t i;
@@ -71,6 +76,7 @@ std::vector<LlmChild> LlmBreeder::Execute(const Prepared& p) {
       }
       if (!p.chosen[i]) {
         out[i].outcome.error = "no LLM provider available";
+        finished(i);
         continue;
       }
       llm::Mutator m(p.chosen[i], &meter_, options_);
@@ -80,6 +86,7 @@ std::vector<LlmChild> LlmBreeder::Execute(const Prepared& p) {
       out[i].outcome = r.op_name == "repair" ? m.RepairCorrectness(p.ctx[i], r.repair_source, r.repair_report, check)
                                              : m.Mutate(p.ctx[i], r.op_name == "llm_diff", check);
       if (out[i].outcome.ok) out[i].name = "llm-" + Sha256Hex(out[i].outcome.child_source).substr(0, 10) + ".cu";
+      finished(i);
     }
   };
   std::vector<std::future<void>> pool;

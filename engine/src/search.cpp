@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <set>
 
 #include "kevolve/core/json_file.h"
@@ -264,8 +265,12 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
   if (!llm_reqs.empty() && (!last_generation || out.empty())) {
     auto prepared = std::make_shared<LlmBreeder::Prepared>(llm_->Prepare(llm_reqs, store_, index_, run_id_, rng));
     LlmBreeder* llm = llm_;
-    llm_future_ = std::async(std::launch::async, [llm, prepared] { return llm->Execute(*prepared); });
+    auto progress = std::make_shared<LlmBreeder::Progress>();
+    llm_future_ = std::async(std::launch::async,
+                             [llm, prepared, progress] { return llm->Execute(*prepared, progress.get()); });
     llm_future_islands_ = llm_islands;
+    llm_progress_ = progress;
+    llm_recorded_.clear();
   }
   // Nothing else to evaluate (a mix of LLM operators only): this generation waits for
   // its own batch rather than ending the run for want of proposals.
@@ -275,12 +280,24 @@ std::vector<Search::Proposal2> Search::Breed(std::mt19937_64& rng, bool last_gen
 
 bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
   if (!llm_future_.valid()) return true;
-  if (wait_s >= 0 && llm_future_.wait_for(std::chrono::duration<double>(wait_s)) != std::future_status::ready)
-    return false;
+  // Wait in short steps, recording the requests that finish meanwhile.
+  const auto step = std::chrono::milliseconds(50);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(wait_s, 0.0));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto wait = wait_s < 0 ? step : std::clamp(left, std::chrono::milliseconds(0), step);
+    if (llm_future_.wait_for(wait) == std::future_status::ready) break;
+    RecordFinishedLlmCalls();
+    if (wait_s >= 0 && std::chrono::steady_clock::now() >= deadline) return false;
+  }
   std::vector<LlmChild> kids = llm_future_.get();
+  RecordFinishedLlmCalls();  // the ones that finished since the last look
   for (size_t k = 0; k < kids.size(); ++k) {
+    auto early = llm_recorded_.find(k);
     std::optional<int64_t> producer =
-        RecordCalls(*store_, kids[k].outcome, run_id_, kids[k].request.parent.id, std::nullopt);
+        early != llm_recorded_.end()
+            ? early->second
+            : RecordCalls(*store_, kids[k].outcome, run_id_, kids[k].request.parent.id, std::nullopt);
     const llm::MutationOutcome& o = kids[k].outcome;
     if (!o.ok && o.calls.empty() && !o.error.empty() && llm_noted_.insert(o.error).second) llm_notes_.push_back(o.error);
     if (kids[k].outcome.ok && out) {
@@ -294,7 +311,20 @@ bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
       }
     }
   }
+  llm_progress_.reset();
+  llm_recorded_.clear();
   return true;
+}
+
+void Search::RecordFinishedLlmCalls() {
+  if (!llm_progress_) return;
+  std::vector<std::pair<size_t, LlmChild>> done;
+  {
+    std::lock_guard<std::mutex> lock(llm_progress_->mu);
+    done.swap(llm_progress_->finished);
+  }
+  for (const auto& [k, kid] : done)
+    llm_recorded_[k] = RecordCalls(*store_, kid.outcome, run_id_, kid.request.parent.id, std::nullopt);
 }
 
 void Search::LinkLlmCalls(const std::string& hash, int64_t candidate_id) {
@@ -348,6 +378,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   int64_t evaluated_total = 0;
   for (int g = run.generations_done; g < cfg_.generations; ++g) {
     double tg = clock_->Seconds();
+    RecordFinishedLlmCalls();
     std::mt19937_64 rng(Mix(cfg_.seed, static_cast<uint64_t>(g)));
     std::vector<Proposal2> props = g == 0 ? SeedProposals(rng) : Breed(rng, g + 1 == cfg_.generations);
     if (props.empty()) {
@@ -431,6 +462,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
       }
       ids[i] = *id;
       member_gen_[*id] = g;
+      RecordFinishedLlmCalls();  // LLM calls that returned meanwhile, each in its own commit
     };
     std::vector<Ladder> ladders =
         inputs.empty() ? std::vector<Ladder>{} : eval_->Evaluate(inputs, interrupt, record);

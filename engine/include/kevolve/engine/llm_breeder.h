@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -60,7 +61,14 @@ class LlmBreeder {
   };
   Prepared Prepare(const std::vector<LlmRequest>& reqs, db::Store* store, db::ContextIndex* index,
                    std::optional<int64_t> run_id, std::mt19937_64& rng);
-  std::vector<LlmChild> Execute(const Prepared& prepared);
+  // The requests of a batch that have finished (all their calls made), by index, as they
+  // finish: Execute adds each under the lock, and the caller takes them from its own
+  // thread to record their calls before the whole batch is in.
+  struct Progress {
+    std::mutex mu;
+    std::vector<std::pair<size_t, LlmChild>> finished;  // not yet taken
+  };
+  std::vector<LlmChild> Execute(const Prepared& prepared, Progress* progress = nullptr);
 
  private:
   std::string CompileLog(const std::string& name, const std::string& source) const;

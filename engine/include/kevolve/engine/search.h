@@ -17,7 +17,9 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -105,10 +107,15 @@ class Search {
   std::vector<Proposal2> SeedProposals(std::mt19937_64& rng);
   std::vector<Proposal2> Breed(std::mt19937_64& rng, bool last_generation);
   // Takes the LLM children asked for earlier, waiting at most `wait_s` (-1: until they
-  // arrive); false when they are still in flight (they stay pending). Their calls are
-  // recorded in llm_calls at once (so a kill -9 during the evaluation keeps them); their
-  // children go to *out (when given) and to pending_calls_, to be linked once evaluated.
+  // arrive; in 50 ms steps, recording the requests that finish meanwhile); false when they
+  // are still in flight (they stay pending). Their calls are in llm_calls by then
+  // (RecordFinishedLlmCalls); their children go to *out (when given) and to
+  // pending_calls_, to be linked once evaluated.
   bool CollectLlmChildren(std::vector<Proposal2>* out, double wait_s);
+  // Records in llm_calls the calls of the requests in flight that have finished since the
+  // last look, so that a kill -9 while the rest of their batch is out keeps them and their
+  // spend. Called after each committed evaluation and at each generation's start.
+  void RecordFinishedLlmCalls();
   std::shared_ptr<const CandidateSource> Intern(const std::string& name, const std::string& text);
   Member ToMember(int64_t id, const std::shared_ptr<const CandidateSource>& src, const Assignment& a, double fitness,
                   int island, int generation, const nlohmann::json& features,
@@ -147,6 +154,8 @@ class Search {
   std::map<int64_t, int> member_gen_;        // candidate id -> generation it joined this run
   std::future<std::vector<LlmChild>> llm_future_;  // LLM calls in flight during an evaluation
   std::vector<int> llm_future_islands_;
+  std::shared_ptr<LlmBreeder::Progress> llm_progress_;  // that batch's finished requests, not yet recorded
+  std::map<size_t, std::optional<int64_t>> llm_recorded_;  // its requests recorded early -> the producing call
 };
 
 // One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2
