@@ -284,7 +284,7 @@ bool Search::CollectLlmChildren(std::vector<Proposal2>* out, double wait_s) {
   const auto step = std::chrono::milliseconds(50);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(wait_s, 0.0));
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     const auto wait = wait_s < 0 ? step : std::clamp(left, std::chrono::milliseconds(0), step);
     if (llm_future_.wait_for(wait) == std::future_status::ready) break;
     RecordFinishedLlmCalls();
