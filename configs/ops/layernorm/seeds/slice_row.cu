@@ -55,6 +55,9 @@
 // @kevolve require LAGS + 1 < SLOTS
 // @kevolve require GLAG <= LAGS
 // @kevolve require SLOT <= CW * 8
+// PF holds 2 * MAXG groups of w and b across the statistics: only up to 3 groups a lane
+// (with 4, at 8 consumer warps, ptxas spilled and the kernel ran 50% slower).
+// @kevolve require PF == 0 || SLOT * 2 <= CW * 3
 // @kevolve entry   layernorm_slice
 // @kevolve grid    num_sms * BPS
 // @kevolve block   (CW + 1) * 32
