@@ -248,6 +248,26 @@ __device__ __forceinline__ float rcp(float x) {
   return y;
 }
 
+#ifdef KV_SIZEOF_T
+// Online softmax: adds one 16-byte group u to a running (max, sum of 2^((x - max) log2 e))
+// pair p. The group's max comes from packed compares; when it raises p.x the old sum is
+// rescaled (to 0 while p.x is still -inf). Elements that are -inf (masks) add 0, and a
+// group of them leaves p as it was.
+__device__ __forceinline__ void online_add16(float2& p, const Group<16>& u) {
+  constexpr float log2e = 1.4426950408889634f;
+  const float vm = word_max(word_max2(word_max2(u.w[0], u.w[1]), word_max2(u.w[2], u.w[3])));
+  if (vm > p.x) {
+    p.y *= ex2((p.x - vm) * log2e);
+    p.x = vm;
+  }
+  float f[16 / KV_SIZEOF_T];
+  unpack(u, f);
+  const float nml = p.x == neg_inf() ? 0.f : -p.x * log2e;
+#pragma unroll
+  for (int k = 0; k < 16 / KV_SIZEOF_T; ++k) p.y += ex2(fmaf(f[k], log2e, nml));
+}
+#endif  // KV_SIZEOF_T
+
 // ---- reductions: butterflies, so every lane gets the same bits ----
 // Over a warp (warp_) or over the block (blockDim.x a multiple of 32; red: 32 floats of
 // shared memory; the block syncs once, and red may be reused after the next sync).

@@ -7,6 +7,13 @@
 // loads first (many 16-byte loads in flight per thread), then the reduction.
 // Longer rows stream: tiles are loaded one after another for the statistics, then
 // re-read (last tile first, from registers; the rest mostly from L2) to write.
+// PERSIST=1 makes the blocks persistent: G blocks (about BPS * BLOCK threads per SM, G
+// chosen so that every block gets the same number of rows, give or take one), block i
+// takes rows i, i + G, ..., and while it reduces and writes one row, the next is already
+// on its way into shared memory (cp.async, each thread its own groups). It is for rows of
+// one tile that fill the register file, where a block per row leaves each SM idle between
+// its last load and its next block's first one: f32 4096x32768 ran 288.9-290.3 us against
+// 310.5-311.5 for the preset below (H200, fourteenth session, same calls).
 // WREG=1 loads w and b for the register tile before the reduction instead of after it.
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
 // and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
@@ -24,6 +31,8 @@
 // @kevolve param   STCS   0 1
 // @kevolve param   XNA    0 1
 // @kevolve param   WEL    0 1
+// @kevolve param   PERSIST 0 1
+// @kevolve param   BPS    1 2
 // Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
 //   bf16 16384x4096: 70.2 us in a hand-picked sweep:
 // @kevolve preset  BLOCK=128 CHUNKS=4
@@ -33,10 +42,18 @@
 // @kevolve preset  BLOCK=1024 CHUNKS=4
 //   f32 4096x32768, eleventh session: 313.1 us against 326.5 with x through L1 (same call):
 // @kevolve preset  BLOCK=1024 CHUNKS=8 STCS=1 XNA=1
+//   the same row with persistent blocks, fourteenth session: 288.9-290.3 us:
+// @kevolve preset  BLOCK=1024 CHUNKS=8 PERSIST=1
 // @kevolve require VBYTES >= sizeof_T
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) <= 256
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / BLOCK
-// @kevolve launch  layernorm_block grid=rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=0
+// PERSIST stages a tile of 16-byte groups, and BPS blocks must fit the SM's shared memory:
+// @kevolve require PERSIST == 0 || VBYTES == 16
+// (BPS only counts with PERSIST, and WREG not on its path: no duplicate kernels)
+// @kevolve require PERSIST == 1 || BPS == 1
+// @kevolve require PERSIST == 0 || WREG == 0
+// @kevolve require PERSIST == 0 || BPS * BLOCK * CHUNKS * 16 <= 229376
+// @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 : 0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
 #define X_L1 (XNA ? kv::kL1NoAllocate : kv::kL1Default)
@@ -190,12 +207,97 @@ __device__ __noinline__ void block_row_unaligned(const T* __restrict__ xr, const
   block_row<false, (CHUNKS > 1 ? CHUNKS / 2 : 1)>(xr, w, b, yr, cols, eps);
 }
 
+#if PERSIST
+// Thread tid stages its own groups of a row (tid + c * nt, at the same places in shared
+// memory), so it reads back only what it copied itself: cp.async.wait_all, no barrier.
+__device__ __forceinline__ void stage_tile(unsigned char* stage, const T* __restrict__ xr, int ngroups) {
+  const int nt = blockDim.x, tid = threadIdx.x;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int g = tid + c * nt;
+    if (g < ngroups) kv::cp_async16(kv::smem_addr(stage + (size_t)g * 16), xr + (size_t)g * VEC, 16);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void unstage_tile(Vec (&v)[CHUNKS], const unsigned char* stage, int ngroups) {
+  const int nt = blockDim.x, tid = threadIdx.x;
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int g = tid + c * nt;
+    v[c].r = g < ngroups ? *reinterpret_cast<const uint4*>(stage + (size_t)g * 16) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// Rows of one tile, aligned, in a persistent block: the row in registers is reduced and
+// written while the next one is staged.
+__device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                             T* __restrict__ y, int rows, int cols, float eps) {
+  extern __shared__ __align__(16) unsigned char stage[];
+  // red0 and red1 alternate: a row's red0 is written again only after every thread has
+  // passed that row's red1 barrier, which it reaches after reading red0 (and likewise).
+  __shared__ float red0[BLOCK / 32], red1[BLOCK / 32];
+  const int nt = blockDim.x, tid = threadIdx.x, step = gridDim.x;
+  const int ngroups = cols / VEC;
+  const float inv = 1.f / (float)cols;
+  Vec v[CHUNKS];
+  int r = blockIdx.x;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c)
+    v[c] = kv::load_group<VBYTES, true, size_t, X_L1>(x + (size_t)r * cols, tid + c * nt, tid + c * nt < ngroups, cols);
+  if (r + step < rows) stage_tile(stage, x + (size_t)(r + step) * cols, ngroups);
+  for (; r < rows; r += step) {
+    const float mean = block_sum(part_sum<CHUNKS>(v), red0) * inv;
+    const float rstd = rsqrtf(block_sum(part_sq_dev<true, CHUNKS>(v, tid, nt, ngroups, cols, mean), red1) * inv + eps);
+    T* __restrict__ yr = y + (size_t)r * cols;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int g = tid + c * nt;
+      if (g >= ngroups) continue;
+      const Vec wg = kv::load_group<VBYTES, true, size_t, W_L1>(w, g, true, cols);
+      const Vec bg = kv::load_group<VBYTES, true, size_t, W_L1>(b, g, true, cols);
+      kv::store_group<VBYTES, true, STCS, size_t>(yr, g, cols, normalize(v[c], wg, bg, mean, rstd));
+    }
+    if (r + step < rows) {
+      unstage_tile(v, stage, ngroups);
+      if (r + 2 * step < rows) stage_tile(stage, x + (size_t)(r + 2 * step) * cols, ngroups);
+    }
+  }
+}
+
+// Other rows in the persistent grid, one after another (the aligned path compiled apart
+// too, so that its registers do not add to persist_rows').
+__device__ __noinline__ void block_row_aligned(const T* __restrict__ xr, const T* __restrict__ w, const T* __restrict__ b,
+                                               T* __restrict__ yr, int cols, float eps) {
+  block_row<true, CHUNKS>(xr, w, b, yr, cols, eps);
+}
+#endif
+
 // Arguments: buffers (x, w, b, y), sizes (rows, cols), scalars (eps).
-extern "C" __global__ void __launch_bounds__(BLOCK)
+#if PERSIST
+#define BOUNDS __launch_bounds__(BLOCK, BPS)
+#else
+#define BOUNDS __launch_bounds__(BLOCK)
+#endif
+extern "C" __global__ void BOUNDS
 layernorm_block(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y, int rows,
                 int cols, float eps) {
   (void)rows;
+#if PERSIST
+  if (cols % VEC == 0 && cols / VEC <= (int)blockDim.x * CHUNKS) {
+    persist_rows(x, w, b, y, rows, cols, eps);
+    return;
+  }
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    const size_t off = (size_t)r * cols;
+    if (cols % VEC == 0) block_row_aligned(x + off, w, b, y + off, cols, eps);
+    else block_row_unaligned(x + off, w, b, y + off, cols, eps);
+    __syncthreads();  // block_merge's and block_sum's shared memory is reused by the next row
+  }
+#else
   const size_t off = (size_t)blockIdx.x * cols;
   if (cols % VEC == 0) block_row<true, CHUNKS>(x + off, w, b, y + off, cols, eps);
   else block_row_unaligned(x + off, w, b, y + off, cols, eps);
+#endif
 }

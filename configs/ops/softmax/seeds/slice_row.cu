@@ -137,17 +137,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           T* const ys = y + (size_t)(r0 + i) * cols;
           float2 p = make_float2(kv::neg_inf(), 0.f);
           for (int g = lane; g < ngr; g += 32) {
-            const Vec u = sv[g];
-            const float vm = kv::word_max(kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
-            if (vm > p.x) {
-              p.y *= kv::ex2((p.x - vm) * LOG2E);
-              p.x = vm;
-            }
-            float f[VEC];
-            kv::unpack(u, f);
-            const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) p.y += kv::ex2(fmaf(f[k], LOG2E, nml));
+            kv::online_add16(p, sv[g]);  // -inf inputs (masks) add 0
           }
           p = warp_merge(p);
           const float nml = -p.x * LOG2E, inv = kv::rcp(p.y);
@@ -262,17 +252,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(s));
 #pragma unroll 2
         for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
-          const Vec u = sv[g];
-          const float vm = kv::word_max(kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
-          if (vm > p.x) {
-            p.y *= kv::ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
-            p.x = vm;
-          }
-          float f[VEC];
-          kv::unpack(u, f);
-          const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
-#pragma unroll
-          for (int k = 0; k < VEC; ++k) p.y += kv::ex2(fmaf(f[k], LOG2E, nml));
+          kv::online_add16(p, sv[g]);  // -inf inputs (masks) add 0
         }
         p = warp_merge(p);
 #endif

@@ -133,17 +133,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   if (kind != 2) {
 #pragma unroll 4
     for (int g = tid; g < ng; g += BLOCK) {
-      const Vec u = sv[g];
-      const float vm = kv::word_max(kv::word_max2(kv::word_max2(u.w[0], u.w[1]), kv::word_max2(u.w[2], u.w[3])));
-      if (vm > p.x) {
-        p.y *= kv::ex2((p.x - vm) * LOG2E);  // 0 while p.x is -inf
-        p.x = vm;
-      }
-      float f[VEC];
-      kv::unpack(u, f);
-      const float nml = p.x == kv::neg_inf() ? 0.f : -p.x * LOG2E;  // -inf inputs (masks) add 0
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) p.y += kv::ex2(fmaf(f[k], LOG2E, nml));
+      kv::online_add16(p, sv[g]);  // -inf inputs (masks) add 0
     }
     p = warp_merge(p);
     if (lane == 0) red[warp] = p;
