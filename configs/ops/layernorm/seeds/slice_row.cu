@@ -33,6 +33,13 @@
 // 323.4) and costs bf16/f16 at 256x262144 (111.9 against 103.1); with 8 consumer warps at
 // 2 blocks per SM it spills and runs 50% slower. Dropping the deviations' sum then gave
 // the numbers above (from 308.9-309.4 / 167.5-168.0 and 231.1-232.4 / 100.5-101.4).
+// STAY=1 sizes the grid to a multiple of P (G = floor(num_sms * BPS / P) * P where P <= that),
+// so that block i gets part i % P of every row it works on: each consumer lane loads its
+// groups of w and b once and keeps them packed in registers, and w and b stop crossing
+// L2 for every row (1024 rows x 2 x 512 KiB in f32 at 1024x131072). Same calls, f32 at
+// the first preset: 295.2-298.9 / 158.7-159.4 us against 304.8-305.7 / 163.3-163.4 (H200,
+// fourteenth session). In bf16 it spills at 2 blocks of 12 consumer warps and cannot run
+// at the second preset (4 groups a lane): 245 / 102 and, at 1 block of 16 warps, 436 / 130.
 // Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (a
 // slice is whole rows, one consumer warp takes each row's statistics and writes it,
 // nothing is exchanged).
@@ -47,8 +54,11 @@
 // @kevolve param   STCS   1 0
 // @kevolve param   BPS    2 1 3
 // @kevolve param   PF     0 1
-// Presets (tried in generation 0): f32 1024x131072, and the bf16/f16 best (thirteenth session):
+// @kevolve param   STAY   0 1
+// Presets (tried in generation 0): f32 1024x131072 (thirteenth session), the bf16/f16 best
+// (thirteenth), and f32 with STAY (fourteenth):
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 PF=1
+// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1
 // @kevolve preset  BPS=3 CW=8 SLOT=16 SLOTS=4 LAGS=2 GLAG=1 PF=0
 // @kevolve require SLOTS * SLOT * BPS <= 208
 // @kevolve require (CW + 1) * 32 * BPS <= 1024
@@ -58,8 +68,10 @@
 // PF holds 2 * MAXG groups of w and b across the statistics: only up to 3 groups a lane
 // (with 4, at 8 consumer warps, ptxas spilled and the kernel ran 50% slower).
 // @kevolve require PF == 0 || SLOT * 2 <= CW * 3
+// STAY holds the same 2 * MAXG groups for the whole launch:
+// @kevolve require STAY == 0 || SLOT * 2 <= CW * 3
 // @kevolve entry   layernorm_slice
-// @kevolve grid    num_sms * BPS
+// @kevolve grid    STAY && ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) <= num_sms * BPS ? num_sms * BPS / ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) * ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) : num_sms * BPS
 // @kevolve block   (CW + 1) * 32
 // @kevolve smem    SLOTS * SLOT * 1024
 // @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
@@ -264,12 +276,35 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
     const int cw = warp - 1;
+#if STAY
+    // STAY: with G a multiple of P (the launch makes it so where it can), every slice of
+    // this block is part blockIdx.x % P of its row, so this lane's groups of w and b are
+    // the same at every step: loaded once, here, and kept packed in registers.
+    Vec wv[MAXG], bv[MAXG];
+    const bool stay = al && (int)gridDim.x % P == 0;
+    if (stay) {
+      const int c0 = ((int)blockIdx.x % P) * sg.slice_elems, n = max(0, min(sg.slice_elems, cols - c0));
+      const int ng = (n + VEC - 1) / VEC;
+#pragma unroll
+      for (int j = 0; j < MAXG; ++j) {
+        const int g = cw * 32 + lane + j * CW * 32;
+        if (g < ng) {
+          wv[j] = kv::load_param16(w + c0, g, n, al);
+          bv[j] = kv::load_param16(b + c0, g, n, al);
+        }
+      }
+    }
+#endif
     for (int s = 0; s < steps + LAGS; ++s) {
-#if PF
+#if PF || STAY
       // PF: this lane's groups of w and b for slice s - LAGS, loaded before the statistics
       // of slice s so that their L2 latency overlaps them.
+#if STAY
+      if (s >= LAGS && !stay) {
+#else
       Vec wv[MAXG], bv[MAXG];
       if (s >= LAGS) {
+#endif
         int row, c0, n;
         kv::slice_at(sg, s - LAGS, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
@@ -305,7 +340,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         T* const ys = y + (size_t)row * cols + c0;
         const T* const wc = w + c0;
         const T* const bc = b + c0;
-#if PF
+#if PF || STAY
 #pragma unroll
         for (int j = 0; j < MAXG; ++j) {
           const int g = cw * 32 + lane + j * CW * 32;
@@ -319,6 +354,10 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
             const Vec u = kv::pack<16>(f);
             if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
             else kv::store_group<16, false, STCS>(ys, g, n, u);
+#if STAY
+            kv::launder(wv[j]);  // keeps them packed: their floats are not hoisted out of the step loop
+            kv::launder(bv[j]);
+#endif
           }
         }
 #else
