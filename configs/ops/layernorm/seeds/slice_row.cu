@@ -143,6 +143,21 @@ __device__ __forceinline__ kv::Stats share_stats(const Vec* sv, int first, int s
   return kv::Stats{fc, m, q2};
 }
 
+// A lane's groups first + j * CW * 32 (j < MAXG) of w and b for a slice of n elements whose
+// first column w and b point at (PF and STAY hold them in registers).
+__device__ __forceinline__ void load_wb(Vec (&wv)[MAXG], Vec (&bv)[MAXG], const T* __restrict__ w,
+                                        const T* __restrict__ b, int n, int first, bool al) {
+  const int ng = (n + VEC - 1) / VEC;
+#pragma unroll
+  for (int j = 0; j < MAXG; ++j) {
+    const int g = first + j * CW * 32;
+    if (g < ng) {
+      wv[j] = kv::load_param16(w, g, n, al);
+      bv[j] = kv::load_param16(b, g, n, al);
+    }
+  }
+}
+
 // Arguments: buffers (x, w, b, y), sizes (rows, cols), scalars (eps), then scratch (sync).
 extern "C" __global__ void __launch_bounds__(NT, BPS)
     layernorm_slice(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -283,16 +298,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     Vec wv[MAXG], bv[MAXG];
     const bool stay = al && (int)gridDim.x % P == 0;
     if (stay) {
-      const int c0 = ((int)blockIdx.x % P) * sg.slice_elems, n = max(0, min(sg.slice_elems, cols - c0));
-      const int ng = (n + VEC - 1) / VEC;
-#pragma unroll
-      for (int j = 0; j < MAXG; ++j) {
-        const int g = cw * 32 + lane + j * CW * 32;
-        if (g < ng) {
-          wv[j] = kv::load_param16(w + c0, g, n, al);
-          bv[j] = kv::load_param16(b + c0, g, n, al);
-        }
-      }
+      const int c0 = ((int)blockIdx.x % P) * sg.slice_elems;
+      load_wb(wv, bv, w + c0, b + c0, max(0, min(sg.slice_elems, cols - c0)), cw * 32 + lane, al);
     }
 #endif
     for (int s = 0; s < steps + LAGS; ++s) {
@@ -307,15 +314,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
 #endif
         int row, c0, n;
         kv::slice_at(sg, s - LAGS, row, c0, n, cols);
-        const int ng = (n + VEC - 1) / VEC;
-#pragma unroll
-        for (int j = 0; j < MAXG; ++j) {
-          const int g = cw * 32 + lane + j * CW * 32;
-          if (g < ng) {
-            wv[j] = kv::load_param16(w + c0, g, n, al);
-            bv[j] = kv::load_param16(b + c0, g, n, al);
-          }
-        }
+        load_wb(wv, bv, w + c0, b + c0, n, cw * 32 + lane, al);
       }
 #endif
       if (s < steps) {  // two-pass (count, mean, M2) of this warp's share of slice s
