@@ -248,7 +248,7 @@ __device__ __forceinline__ float rcp(float x) {
   return y;
 }
 
-#ifdef KV_SIZEOF_T
+#if defined(KV_SIZEOF_T) && !defined(KV_DTYPE_F64)
 // Online softmax: adds one 16-byte group u to a running (max, sum of 2^((x - max) log2 e))
 // pair p. The group's max comes from packed compares; when it raises p.x the old sum is
 // rescaled (to 0 while p.x is still -inf). Elements that are -inf (masks) add 0, and a

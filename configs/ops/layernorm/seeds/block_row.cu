@@ -13,7 +13,8 @@
 // on its way into shared memory (cp.async, each thread its own groups). It is for rows of
 // one tile that fill the register file, where a block per row leaves each SM idle between
 // its last load and its next block's first one: f32 4096x32768 ran 288.9-290.3 us against
-// 310.5-311.5 for the preset below (H200, fourteenth session, same calls).
+// 310.5-311.5 for the preset below (H200, fourteenth session, same calls). Unaligned rows
+// take the fallback path in a loop, where ptxas spills a few hundred bytes at that preset.
 // WREG=1 loads w and b for the register tile before the reduction instead of after it.
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
 // and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
@@ -49,9 +50,12 @@
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / BLOCK
 // PERSIST stages a tile of 16-byte groups, and BPS blocks must fit the SM's shared memory:
 // @kevolve require PERSIST == 0 || VBYTES == 16
-// (BPS only counts with PERSIST, and WREG not on its path: no duplicate kernels)
+// BPS only counts with PERSIST, and with PERSIST WREG changes only the fallback path
+// (rows longer than a tile, unaligned rows): both kept to one value, no near-duplicate kernels.
 // @kevolve require PERSIST == 1 || BPS == 1
 // @kevolve require PERSIST == 0 || WREG == 0
+// __launch_bounds__(BLOCK, BPS) caps the registers at 65536 / (BLOCK * BPS):
+// @kevolve require PERSIST == 0 || CHUNKS * VBYTES / 4 + 24 <= 65536 / (BLOCK * BPS)
 // @kevolve require PERSIST == 0 || BPS * BLOCK * CHUNKS * 16 <= 229376
 // @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 : 0
 

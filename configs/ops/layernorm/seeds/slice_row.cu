@@ -68,8 +68,9 @@
 // PF holds 2 * MAXG groups of w and b across the statistics: only up to 3 groups a lane
 // (with 4, at 8 consumer warps, ptxas spilled and the kernel ran 50% slower).
 // @kevolve require PF == 0 || SLOT * 2 <= CW * 3
-// STAY holds the same 2 * MAXG groups for the whole launch:
+// STAY holds the same 2 * MAXG groups for the whole launch, and makes PF's loads dead code:
 // @kevolve require STAY == 0 || SLOT * 2 <= CW * 3
+// @kevolve require STAY == 0 || PF == 0
 // @kevolve entry   layernorm_slice
 // @kevolve grid    STAY && ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) <= num_sms * BPS ? num_sms * BPS / ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) * ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) : num_sms * BPS
 // @kevolve block   (CW + 1) * 32
