@@ -187,6 +187,15 @@ __device__ __forceinline__ void store_group(T* __restrict__ p, int g, int cols, 
   }
 }
 
+// A 16-byte group stored one way or the other by a runtime flag: one aligned access when
+// al, else element by element below cols (the seeds whose rows may be unaligned stage
+// them in shared memory and decide per launch).
+template <bool stream_>
+__device__ __forceinline__ void store16(T* __restrict__ p, int g, int cols, const Group<16>& u, bool al) {
+  if (al) store_group<16, true, stream_>(p, g, cols, u);
+  else store_group<16, false, stream_>(p, g, cols, u);
+}
+
 // Elements of group g that exist: 0 at or past g1 (the row's group count), fewer than n_el
 // only for the last group of an unaligned row.
 template <int bytes_, bool aligned_>
@@ -246,6 +255,22 @@ __device__ __forceinline__ float rcp(float x) {
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Online softmax pairs (max, sum of 2^((x - max) log2 e)): two merged (an empty side is
+// (-inf, 0); two empty sides stay empty), and a warp's pairs merged by a butterfly (every
+// lane gets the same bits).
+__device__ __forceinline__ float2 online_merge(float2 a, float2 b) {
+  constexpr float log2e = 1.4426950408889634f;
+  const float m = fmaxf(a.x, b.x);
+  if (m == neg_inf()) return make_float2(m, 0.f);
+  return make_float2(m, a.y * ex2((a.x - m) * log2e) + b.y * ex2((b.x - m) * log2e));
+}
+__device__ __forceinline__ float2 online_warp_merge(float2 p) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    p = online_merge(p, make_float2(__shfl_xor_sync(0xffffffffu, p.x, o), __shfl_xor_sync(0xffffffffu, p.y, o)));
+  return p;
 }
 
 #if defined(KV_SIZEOF_T) && !defined(KV_DTYPE_F64)
@@ -550,6 +575,13 @@ struct SliceGrid {
 };
 // Extra steps a row's slices can span: 1 when parts <= G (0 for one slice per row).
 __device__ __forceinline__ int slice_span(const SliceGrid& g) { return (g.parts + (int)gridDim.x - 2) / (int)gridDim.x; }
+// A row whose slices can span more than glag extra steps (slice_span > glag, that is
+// parts > G * glag + 1: rows longer than about G * glag slots) could make a gather wait for
+// a slice its own block has not published yet: such a launch traps instead of hanging (the
+// bound takes the worst-placed row, so it may trap a launch that would have finished).
+__device__ __forceinline__ void slice_guard(const SliceGrid& g, int glag) {
+  if (slice_span(g) > glag) __trap();
+}
 // Called once per block, by every thread (syncs once).
 __device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int cols, int vec_elems, int slot_elems,
                                                 int min_pack = 1) {
@@ -591,6 +623,20 @@ __device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, in
   n = max(0, min(g.slice_elems, cols - c0));
 }
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// The slice_row seeds' ring of mbarriers, one of each per slot, set up by thread 0: full
+// (the slot's bulk copy, 1 arrival), empty and statd (the cw consumer warps: slot written,
+// statistics in) and finr (the control warp: the row's statistics in).
+__device__ __forceinline__ void slice_ring_init(unsigned long long* full, unsigned long long* empty,
+                                                unsigned long long* statd, unsigned long long* finr, int slots,
+                                                int cw) {
+  if (threadIdx.x != 0) return;
+  for (int k = 0; k < slots; ++k) {
+    mbar_init(&full[k], 1);
+    mbar_init(&empty[k], cw);
+    mbar_init(&statd[k], cw);
+    mbar_init(&finr[k], 1);
+  }
+}
 // The slice_row seeds' staging of the block's slice at step s (g.pack == 0) of x in slot st,
 // completing the mbarrier bar: one bulk copy issued by lane 0 when al (16-byte aligned rows
 // and buffers; bar gets the byte count), else ordinary loads by the whole warp padded with

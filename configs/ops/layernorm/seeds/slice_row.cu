@@ -168,23 +168,11 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   __shared__ kv::Stats red[SLOTS][CW];  // the consumer warps' (count, mean, M2) of the slice in each slot
   __shared__ float2 fin[SLOTS];         // (mean, rstd) of the row of each slot's slice
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  if (tid == 0) {
-    for (int k = 0; k < SLOTS; ++k) {
-      kv::mbar_init(&full[k], 1);
-      kv::mbar_init(&empty[k], CW);
-      kv::mbar_init(&statd[k], CW);
-      kv::mbar_init(&finr[k], 1);
-    }
-  }
+  kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
   const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
   const int P = sg.parts, steps = sg.steps;
-  // A row whose slices can span more than GLAG extra steps (kv::slice_span > GLAG, that
-  // is P > G * GLAG + 1 slices: rows longer than about G * GLAG * SLOT KiB) could make a
-  // gather wait for a slice its own block has not published yet: such a launch traps
-  // instead of hanging (the test takes the worst-placed row, so it may trap a launch that
-  // would have finished).
-  if (kv::slice_span(sg) > GLAG) __trap();
+  kv::slice_guard(sg, GLAG);  // traps on rows longer than about G * GLAG slots, rather than risk a hang
   const bool al = cols % VEC == 0 &&
                   ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w) |
                     reinterpret_cast<size_t>(b)) & 15) == 0;
@@ -223,9 +211,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
             kv::unpack(kv::load_param16(b, g, cols, al), bf);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mean) * rstd, wf[k], bf[k]);
-            const Vec u = kv::pack<16>(f);
-            if (al) kv::store_group<16, true, STCS>(ys, g, cols, u);
-            else kv::store_group<16, false, STCS>(ys, g, cols, u);
+            kv::store16<STCS>(ys, g, cols, kv::pack<16>(f), al);
           }
         }
         __syncwarp();
@@ -351,9 +337,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
             kv::unpack(bv[j], bf);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mr.x) * mr.y, wf[k], bf[k]);
-            const Vec u = kv::pack<16>(f);
-            if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
-            else kv::store_group<16, false, STCS>(ys, g, n, u);
+            kv::store16<STCS>(ys, g, n, kv::pack<16>(f), al);
 #if STAY
             kv::launder(wv[j]);  // keeps them packed: their floats are not hoisted out of the step loop
             kv::launder(bv[j]);
@@ -369,9 +353,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::unpack(kv::load_param16(bc, g, n, al), bf);
 #pragma unroll
           for (int k = 0; k < VEC; ++k) f[k] = fmaf((f[k] - mr.x) * mr.y, wf[k], bf[k]);
-          const Vec u = kv::pack<16>(f);
-          if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
-          else kv::store_group<16, false, STCS>(ys, g, n, u);
+          kv::store16<STCS>(ys, g, n, kv::pack<16>(f), al);
         }
 #endif
         __syncwarp();

@@ -62,23 +62,11 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   __shared__ float red[SLOTS][CW];  // the consumer warps' sums of squares of the slice in each slot
   __shared__ float fin[SLOTS];      // rsqrt(mean square + eps) of the row of each slot's slice
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  if (tid == 0) {
-    for (int k = 0; k < SLOTS; ++k) {
-      kv::mbar_init(&full[k], 1);
-      kv::mbar_init(&empty[k], CW);
-      kv::mbar_init(&statd[k], CW);
-      kv::mbar_init(&finr[k], 1);
-    }
-  }
+  kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
   const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
   const int P = sg.parts, steps = sg.steps;
-  // A row whose slices can span more than GLAG extra steps (kv::slice_span > GLAG, that
-  // is P > G * GLAG + 1 slices: rows longer than about G * GLAG * SLOT KiB) could make a
-  // gather wait for a slice its own block has not published yet: such a launch traps
-  // instead of hanging (the test takes the worst-placed row, so it may trap a launch that
-  // would have finished).
-  if (kv::slice_span(sg) > GLAG) __trap();
+  kv::slice_guard(sg, GLAG);  // traps on rows longer than about G * GLAG slots, rather than risk a hang
   const bool al = cols % VEC == 0 &&
                   ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w)) & 15) == 0;
   auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
@@ -121,9 +109,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
             kv::unpack(kv::load_param16(w, g, cols, al), wf);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
-            const Vec u = kv::pack<16>(f);
-            if (al) kv::store_group<16, true, STCS>(ys, g, cols, u);
-            else kv::store_group<16, false, STCS>(ys, g, cols, u);
+            kv::store16<STCS>(ys, g, cols, kv::pack<16>(f), al);
           }
         }
         __syncwarp();
@@ -260,9 +246,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::unpack(kv::load_param16(wc, g, n, al), wf);
 #pragma unroll
           for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
-          const Vec u = kv::pack<16>(f);
-          if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
-          else kv::store_group<16, false, STCS>(ys, g, n, u);
+          kv::store16<STCS>(ys, g, n, kv::pack<16>(f), al);
         }
         __syncwarp();
         if (lane == 0) kv::mbar_arrive(&empty[t % SLOTS]);

@@ -140,8 +140,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     kv::unpack(kv::load_param16(ws_w, g, n, al), wf);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = f[k] * rstd * wf[k];
-    const Vec u = kv::pack<16>(f);
-    if (al) kv::store_group<16, true, STCS>(ys, g, n, u);  // STCS: streaming store, y is not read again
-    else kv::store_group<16, false, STCS>(ys, g, n, u);
+    kv::store16<STCS>(ys, g, n, kv::pack<16>(f), al);  // STCS: streaming store, y is not read again
   }
 }

@@ -69,18 +69,7 @@ typedef kv::Group<16> Vec;
 #define LOG2E 1.4426950408889634f
 #define NT ((CW + 1) * 32)
 
-// ---- (max, sum of 2^((x - max) * log2e)) pairs ----
-__device__ __forceinline__ float2 merge(float2 a, float2 b) {
-  const float m = fmaxf(a.x, b.x);
-  if (m == kv::neg_inf()) return make_float2(m, 0.f);
-  return make_float2(m, a.y * kv::ex2((a.x - m) * LOG2E) + b.y * kv::ex2((b.x - m) * LOG2E));
-}
-__device__ __forceinline__ float2 warp_merge(float2 p) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    p = merge(p, make_float2(__shfl_xor_sync(0xffffffffu, p.x, o), __shfl_xor_sync(0xffffffffu, p.y, o)));
-  return p;
-}
+// (max, sum of 2^((x - max) * log2e)) pairs are merged by kv::online_merge and kv::online_warp_merge.
 
 // Arguments: buffers (x, y), sizes (rows, cols), then scratch (sync).
 extern "C" __global__ void __launch_bounds__(NT, BPS)
@@ -90,23 +79,11 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   __shared__ float2 red[SLOTS][CW];  // the consumer warps' pairs of the slice in each slot
   __shared__ float2 fin[SLOTS];      // (-max * log2e, 1 / sum) of the row of each slot's slice
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  if (tid == 0) {
-    for (int k = 0; k < SLOTS; ++k) {
-      kv::mbar_init(&full[k], 1);
-      kv::mbar_init(&empty[k], CW);
-      kv::mbar_init(&statd[k], CW);
-      kv::mbar_init(&finr[k], 1);
-    }
-  }
+  kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
   const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
   const int P = sg.parts, steps = sg.steps;
-  // A row whose slices can span more than GLAG extra steps (kv::slice_span > GLAG, that
-  // is P > G * GLAG + 1 slices: rows longer than about G * GLAG * SLOT KiB) could make a
-  // gather wait for a slice its own block has not published yet: such a launch traps
-  // instead of hanging (the test takes the worst-placed row, so it may trap a launch that
-  // would have finished).
-  if (kv::slice_span(sg) > GLAG) __trap();
+  kv::slice_guard(sg, GLAG);  // traps on rows longer than about G * GLAG slots, rather than risk a hang
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
   auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
   auto phase = [](int s) { return (unsigned)(s / SLOTS) & 1u; };
@@ -139,16 +116,14 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           for (int g = lane; g < ngr; g += 32) {
             kv::online_add16(p, sv[g]);  // -inf inputs (masks) add 0
           }
-          p = warp_merge(p);
+          p = kv::online_warp_merge(p);
           const float nml = -p.x * LOG2E, inv = kv::rcp(p.y);
           for (int g = lane; g < ngr; g += 32) {
             float f[VEC];
             kv::unpack(sv[g], f);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) f[k] = kv::ex2(fmaf(f[k], LOG2E, nml)) * inv;
-            const Vec u = kv::pack<16>(f);
-            if (al) kv::store_group<16, true, STCS>(ys, g, cols, u);
-            else kv::store_group<16, false, STCS>(ys, g, cols, u);
+            kv::store16<STCS>(ys, g, cols, kv::pack<16>(f), al);
           }
         }
         __syncwarp();
@@ -183,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::slice_at(sg, s, row, c0, n, cols);
         kv::mbar_wait(&statd[s % SLOTS], phase(s));
         float2 p = lane < CW ? red[s % SLOTS][lane] : make_float2(kv::neg_inf(), 0.f);
-        p = warp_merge(p);
+        p = kv::online_warp_merge(p);
         if (lane == 0) {
           const int c = c0 / sg.slice_elems;
           kv::slot_put(sg.part + (size_t)row * P + c, p);
@@ -197,9 +172,9 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
           for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
             if (++spins > 8) __nanosleep(64);
-          p = merge(p, kv::slot_value(bits));
+          p = kv::online_merge(p, kv::slot_value(bits));
         }
-        p = warp_merge(p);
+        p = kv::online_warp_merge(p);
         if (lane == 0) {
           fin[t % SLOTS] = make_float2(-p.x * LOG2E, kv::rcp(p.y));
           kv::mbar_arrive(&finr[t % SLOTS]);
@@ -254,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         for (int g = cw * 32 + lane; g < ng; g += CW * 32) {
           kv::online_add16(p, sv[g]);  // -inf inputs (masks) add 0
         }
-        p = warp_merge(p);
+        p = kv::online_warp_merge(p);
 #endif
         if (lane == 0) {
           red[s % SLOTS][cw] = p;
@@ -287,9 +262,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
 #pragma unroll
           for (int k = 0; k < VEC; ++k) f[k] = kv::ex2(fmaf(f[k], LOG2E, fv.x)) * fv.y;
 #endif
-          const Vec u = kv::pack<16>(f);
-          if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
-          else kv::store_group<16, false, STCS>(ys, g, n, u);
+          kv::store16<STCS>(ys, g, n, kv::pack<16>(f), al);
         }
 #if EX1
         // This thread wrote e into the slot (generic proxy); the refill is a bulk copy (async

@@ -74,18 +74,7 @@ typedef kv::Group<16> Vec;
 // chunk's sum is >= 1, an empty chunk's pair is (-inf, 0)). Publishing is one store,
 // waiting is reading the slots: one round trip to L2 each, where a counter would add two more.
 
-// ---- (max, sum of 2^((x - max) * log2e)) pairs ----
-__device__ __forceinline__ float2 merge(float2 a, float2 b) {
-  const float m = fmaxf(a.x, b.x);
-  if (m == kv::neg_inf()) return make_float2(m, 0.f);  // both empty
-  return make_float2(m, a.y * kv::ex2((a.x - m) * LOG2E) + b.y * kv::ex2((b.x - m) * LOG2E));
-}
-__device__ __forceinline__ float2 warp_merge(float2 p) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    p = merge(p, make_float2(__shfl_xor_sync(0xffffffffu, p.x, o), __shfl_xor_sync(0xffffffffu, p.y, o)));
-  return p;
-}
+// (max, sum of 2^((x - max) * log2e)) pairs are merged by kv::online_merge and kv::online_warp_merge.
 
 // Arguments: buffers (x, y), sizes (rows, cols), then scratch (sync).
 extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
@@ -135,14 +124,14 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     for (int g = tid; g < ng; g += BLOCK) {
       kv::online_add16(p, sv[g]);  // -inf inputs (masks) add 0
     }
-    p = warp_merge(p);
+    p = kv::online_warp_merge(p);
     if (lane == 0) red[warp] = p;
     __syncthreads();
   }
   if (warp == 0) {
     if (kind != 2) {
       p = lane < BLOCK / 32 ? red[lane] : make_float2(kv::neg_inf(), 0.f);
-      p = warp_merge(p);  // the block's pair, in every lane
+      p = kv::online_warp_merge(p);  // the block's pair, in every lane
     }
     if (C > 1) {
       // Publish it; read the row's C slots until all are in, merging in chunk order.
@@ -157,9 +146,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
           unsigned long long b;
           for (int spins = 0; (b = kv::slot_bits(pr + k)) == 0ull;)
             if (++spins > 8) __nanosleep(32);
-          p = merge(p, kv::slot_value(b));
+          p = kv::online_merge(p, kv::slot_value(b));
         }
-        p = warp_merge(p);
+        p = kv::online_warp_merge(p);
       }
     }
     if (lane == 0) {
@@ -178,8 +167,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     kv::unpack(sv[g], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) f[k] = kv::ex2(fmaf(f[k], LOG2E, nml)) * inv;
-    const Vec u = kv::pack<16>(f);
-    if (al) kv::store_group<16, true, STCS>(ys, g, n, u);
-    else kv::store_group<16, false, STCS>(ys, g, n, u);
+    kv::store16<STCS>(ys, g, n, kv::pack<16>(f), al);
   }
 }
