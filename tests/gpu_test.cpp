@@ -39,6 +39,8 @@ struct GpuFixture {
  private:
   GpuFixture() {
     auto gpus = ListGpus();
+    // Run without the [gpu] tag (a test picked by name), the skip in test_main.cpp does not apply.
+    INFO("a [gpu] test needs an NVIDIA GPU: " << (gpus.ok() ? "" : gpus.error()));
     REQUIRE(gpus.ok());
     WorkerPoolOptions o;
     o.exe = testing::KevolveBinary().string();

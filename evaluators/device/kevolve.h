@@ -366,6 +366,16 @@ __device__ __forceinline__ Stats warp_merge(Stats s) {
   }
   return s;
 }
+// Over a warp, with one division where warp_merge takes five: the count-weighted mean
+// (a butterfly of n and n * mean), then M2 = the sum of M2_i + n_i (mean_i - mean)^2 (a
+// second butterfly). A lane with n == 0 adds nothing. Every lane gets the same bits.
+__device__ __forceinline__ Stats merge_lanes(const Stats& s) {
+  float n = s.n, sum = s.n * s.mean;
+  reduce_sum2<true>(n, sum, nullptr, nullptr);
+  const float mean = n > 0.f ? sum / n : 0.f, d = s.mean - mean;
+  const float m2 = reduce_sum<true>(s.n > 0.f ? fmaf(d * s.n, d, s.m2) : 0.f, nullptr);
+  return Stats{n, mean, m2};
+}
 // Over the block (blockDim.x a multiple of 32): the warps' results merged in warp order;
 // every thread gets the same value. Syncs once; call it again only after another sync.
 __device__ __forceinline__ Stats block_merge(Stats s) {

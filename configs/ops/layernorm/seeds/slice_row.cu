@@ -10,9 +10,9 @@
 // count * (u m)^2, about 1e-11 of it at the op's mean-to-spread ratio of 60, and leaving
 // it out was 1-3% faster.)
 // Warp 0 (control) bulk-copies slices into a ring of SLOTS shared-memory slots, merges the
-// consumers' triples (lanes_merge) and publishes the slice's (mean, M2), then gathers the
+// consumers' triples (kv::merge_lanes) and publishes the slice's (mean, M2), then gathers the
 // row of the slice GLAG steps back (its P pairs, each lane its parts in order with Chan's
-// formula, then lanes_merge: every slice of a row gets the same bits) and hands
+// formula, then kv::merge_lanes: every slice of a row gets the same bits) and hands
 // (mean, rstd) to the consumers, who write their share of slice s - LAGS from shared
 // memory, w and b read with 16-byte loads through the read-only path. x is read from DRAM
 // once, never from L2 again.
@@ -25,7 +25,7 @@
 // slice_row runs bf16 at 158.9 / 85.7).
 // What made the difference: the merges on the control warp's chain. With Chan's pairwise
 // kv::warp_merge (five levels, a division each) for the slice and for the gathered row,
-// f32 ran 453.5 / 241.5 and bf16 303.6 / 135.0 (12 consumer warps); lanes_merge (two
+// f32 ran 453.5 / 241.5 and bf16 303.6 / 135.0 (12 consumer warps); kv::merge_lanes (two
 // butterflies, one division) brought that to 323.4-326.0 / 171.1-172.7 and 247.2-247.7 /
 // 103.1-103.5. A first version (twelfth session) also took both passes of the statistics
 // from shared memory: 30-60% slower than split_row. PF 1 (w and b loaded before the
@@ -85,19 +85,6 @@ typedef kv::Group<16> Vec;
 // The most groups a lane holds: a slot's SLOT * 64 groups over CW * 32 lanes (a packed
 // row has at most SLOT * 64 / CW groups, over 32 lanes: the same bound).
 #define MAXG ((SLOT * 64 + CW * 32 - 1) / (CW * 32))
-
-// The lanes' (count, mean, M2) merged exactly (a lane with count 0 adds nothing): the
-// count-weighted mean, then M2 = sum of (M2_i + n_i (mean_i - mean)^2). Two butterflies
-// and one division, where Chan's pairwise merge (kv::warp_merge) takes five levels of a
-// division each: this sits on the control warp's chain once per slice and once per
-// gathered row. Every lane gets the same bits.
-__device__ __forceinline__ kv::Stats lanes_merge(const kv::Stats& s) {
-  float n = s.n, sum = s.n * s.mean;
-  kv::reduce_sum2<true>(n, sum, nullptr, nullptr);
-  const float mean = n > 0.f ? sum / n : 0.f, d = s.mean - mean;
-  const float m2 = kv::reduce_sum<true>(s.n > 0.f ? fmaf(d * s.n, d, s.m2) : 0.f, nullptr);
-  return kv::Stats{n, mean, m2};
-}
 
 // Two-pass (count, mean, M2) of the groups first + j * step (j < MAXG, below ng) of sv, whose
 // valid elements end at n (only a last, unaligned group is padded, with zeros): one read
@@ -245,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
         kv::mbar_wait(&statd[s % SLOTS], phase(s));
-        const kv::Stats st = lanes_merge(lane < CW ? red[s % SLOTS][lane] : kv::Stats{0.f, 0.f, 0.f});
+        const kv::Stats st = kv::merge_lanes(lane < CW ? red[s % SLOTS][lane] : kv::Stats{0.f, 0.f, 0.f});
         if (lane == 0) {
           const int c = c0 / sg.slice_elems;
           kv::slot_put(sg.part + (size_t)row * P + c, make_float2(st.mean, -st.m2 - 0.f));
@@ -262,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           const float2 q = kv::slot_value(bits);
           acc = kv::merge(acc, kv::Stats{(float)max(0, min(sg.slice_elems, cols - k * sg.slice_elems)), q.x, -q.y});
         }
-        acc = lanes_merge(acc);
+        acc = kv::merge_lanes(acc);
         if (lane == 0) {
           fin[t % SLOTS] = make_float2(acc.mean, rsqrtf(acc.m2 / (float)cols + eps));
           kv::mbar_arrive(&finr[t % SLOTS]);

@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
                     int rows, int cols, float eps, unsigned* __restrict__ sync) {
   extern __shared__ __align__(128) unsigned char dsm[];
   __shared__ __align__(8) unsigned long long bar;
-  __shared__ float red0[32], red1[32], red2[32];
+  __shared__ float red0[32], red1[32];
   __shared__ float fin[2];
   T* const st = reinterpret_cast<T*>(dsm);
   const Vec* const sv = reinterpret_cast<const Vec*>(dsm);
@@ -122,11 +122,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     }
     const float sb = kv::reduce_sum<false>(s, red0);
     const float m = n > 0 ? sb / (float)n : 0.f;
-    // Pass 2: deviations from m over the valid elements only. The groups below n / VEC
-    // have no padding and skip the per-element test; the padded last group (only when cols
-    // is no multiple of VEC) is the last group its thread adds, as in one loop, so the sums
-    // keep their order and bits.
-    float sd = 0.f, q2 = 0.f;
+    // Pass 2: squared deviations from m over the valid elements only. The groups below
+    // n / VEC have no padding and skip the per-element test; the padded last group (only
+    // when cols is no multiple of VEC) is the last group its thread adds, as in one loop, so
+    // the sums keep their order and bits. (The sum of d = x - m, which would correct m,
+    // is left out as in slice_row: it changes M2 by n (u m)^2, about 1e-11 of it at the
+    // op's mean-to-spread ratio of 60.)
+    float q2 = 0.f;
     const int nfull = n / VEC;
 #pragma unroll 4
     for (int g = tid; g < nfull; g += BLOCK) {
@@ -135,7 +137,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const float d = f[k] - m;
-        sd += d;
         q2 = fmaf(d, d, q2);
       }
     }
@@ -144,13 +145,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
       kv::unpack(sv[nfull], f);
       for (int k = 0; k < n - nfull * VEC; ++k) {
         const float d = f[k] - m;
-        sd += d;
         q2 = fmaf(d, d, q2);
       }
     }
-    kv::reduce_sum2<false>(sd, q2, red1, red2);
-    const float cm = n > 0 ? sd / (float)n : 0.f;
-    mine = kv::Stats{(float)n, m + cm, fmaxf(q2 - sd * cm, 0.f)};
+    mine = kv::Stats{(float)n, m, kv::reduce_sum<false>(q2, red1)};
   }
   if (warp == 0) {
     kv::Stats acc = mine;
@@ -174,13 +172,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
           const kv::Stats pk{(float)max(0, min(ce, cols - k * ce)), q.x, -q.y};
           acc = kv::merge(acc, pk);
         }
-        for (int o = 1; o < 32; o <<= 1) {
-          kv::Stats r;
-          r.n = __shfl_xor_sync(0xffffffffu, acc.n, o);
-          r.mean = __shfl_xor_sync(0xffffffffu, acc.mean, o);
-          r.m2 = __shfl_xor_sync(0xffffffffu, acc.m2, o);
-          acc = (lane & o) ? kv::merge(r, acc) : kv::merge(acc, r);  // lower lanes (earlier chunks) first
-        }
+        acc = kv::merge_lanes(acc);  // two butterflies and one division, where Chan's pairwise merge takes five
       }
     }
     if (lane == 0) {
