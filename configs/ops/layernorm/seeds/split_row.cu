@@ -1,11 +1,11 @@
 // layernorm seed for long rows without clusters: each row is cut into C chunks (C the
 // number of CHUNK KiB pieces the row needs, at most num_sms), and every (row, chunk) is
 // one block. A block stages its chunk in shared memory with one Hopper bulk copy
-// (cp.async.bulk on an mbarrier) and takes its exact two-pass statistics from shared
-// memory (as bulk_row: sum -> m, then the sums of d = x - m and d^2 over the valid
-// elements, giving the chunk's mean and M2). Warp 0 publishes (mean, M2) in a scratch
-// buffer, reads the row's C pairs until all are in, and merges them with Chan's formula
-// in chunk order (every chunk of a row gets the same bits); then the block writes
+// (cp.async.bulk on an mbarrier) and takes its two-pass statistics from shared memory
+// (sum -> m, then the sum of (x - m)^2 over the valid elements, giving the chunk's mean
+// and M2). Warp 0 publishes (mean, M2) in a scratch buffer, reads the row's C pairs until
+// all are in (lane k takes chunks k, k + 32, ... in order, with Chan's formula) and merges
+// the lanes with kv::merge_lanes (every chunk of a row gets the same bits); then the block writes
 // y = (x - mean) * rsqrt(M2 / cols + eps) * w + b from shared memory, w and b read with
 // 16-byte loads through the read-only path. x is read from DRAM once and y written once.
 // Why not a cluster: a cluster's blocks must all fit in one GPC at once, and they move
@@ -38,6 +38,14 @@
 // Pass 2 tests for padding only in the last group (it used to test every element): same
 // sums, same bits, and 0.8-3.4% faster for bf16 and f16 at 4096x32768 and the longer rows
 // on the H200 (same call, seed defaults; f32 within 0.8%).
+// The gather used to merge the lanes with five levels of Chan's pairwise merge (a division
+// each, on the write item's chain) and pass 2 also summed x - m to correct m: with
+// kv::merge_lanes and without that sum, at the 128 x 16 KiB preset (H200, fifteenth
+// session, same call, us, 1024x131072 / 256x262144 / 4096x32768): bf16 178.1-178.2 /
+// 94.1-95.1 / 178.0-178.3 against 184.8-185.4 / 96.6-96.9 / 182.1-182.8; f16 182.0-182.8 /
+// 96.6-96.8 / 179.9-180.0 against 194.2-195.0 / 101.0-101.1 / 190.4-191.0; f32 (256 x 32
+// KiB) 335.8-337.3 / 173.1-173.2 / 336.8-338.1 against 343.3-343.9 / 177.8-178.8 /
+// 341.8-342.4. kv::merge_lanes alone gave about two thirds of the bf16/f16 gain.
 // @kevolve param   CHUNK   32 16 24 48 64
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   OCC     1280 1024 1536 2048
