@@ -243,6 +243,42 @@ TEST_CASE("a run the time limit stops after generation 0 says that nothing was b
   CHECK(ShortRunNote(*r, 1, "k.db").empty());  // --gens 1: the run is complete, whatever the clock says
 }
 
+TEST_CASE("the generation line's eta follows this process's pace and stops at the time limit", "[engine]") {
+  // 10 s over 2 generations, 8 left: 40 s; a 30 s limit leaves 20 s; a passed limit 0.
+  CHECK(EtaSeconds(10, 2, 8, 0) == Approx(40));
+  CHECK(EtaSeconds(10, 2, 8, 30) == Approx(20));
+  CHECK(EtaSeconds(40, 2, 8, 30) == Approx(0));
+  CHECK(EtaSeconds(10, 2, 0, 0) == Approx(0));
+  // Through the search: a run resumed at generation 4 of 8, one second per clock reading.
+  World w;
+  LandscapeEvaluator e1, e2;
+  FakeClock c1, c2;
+  RunConfig cfg = Config(8, 9);
+  std::atomic<bool> stop{false};
+  int seen = 0;
+  auto part = Search(w.op, DType::kF32, cfg, w.store.get(), &e1, &c1).Run(0, &stop, [&](const GenerationReport&) {
+    if (++seen == 4) stop = true;
+  });
+  REQUIRE(part.ok());
+  std::vector<GenerationReport> reps;
+  std::vector<double> now;  // the clock's last reading when each line was made
+  auto resumed = Search(w.op, DType::kF32, cfg, w.store.get(), &e2, &c2).Run(part->run_id, nullptr, [&](const GenerationReport& r) {
+    reps.push_back(r);
+    now.push_back(c2.t);
+  });
+  REQUIRE(resumed.ok());
+  REQUIRE(reps.size() == 4);
+  // Generation 5 of 8 (the resumed run's first) leaves 3: eta = 3 x (now - t0) / 1, which
+  // gives the run's start t0; every later line must agree with it (the old formula divided
+  // by all 5 generations done, this process's or not, and does not).
+  const double t0 = now[0] - reps[0].eta_s / 3;
+  CHECK(t0 > 0);
+  CHECK(t0 < now[0]);
+  CHECK(reps[1].eta_s == Approx((now[1] - t0) / 2 * 2));
+  CHECK(reps[2].eta_s == Approx((now[2] - t0) / 3 * 1));
+  CHECK(reps[3].eta_s == Approx(0));
+}
+
 TEST_CASE("a seed's presets are tried in generation 0, after its default and before the samples", "[engine]") {
   World w;
   // The landscape's optimum as a preset: generation 0 alone finds it.

@@ -376,7 +376,8 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
   result.stop_reason = "generations";
   double t0 = clock_->Seconds();
   int64_t evaluated_total = 0;
-  for (int g = run.generations_done; g < cfg_.generations; ++g) {
+  const int first_gen = run.generations_done;
+  for (int g = first_gen; g < cfg_.generations; ++g) {
     double tg = clock_->Seconds();
     RecordFinishedLlmCalls();
     std::mt19937_64 rng(Mix(cfg_.seed, static_cast<uint64_t>(g)));
@@ -515,8 +516,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
     double now = clock_->Seconds();
     double gen_s = std::max(now - tg, 1e-9);
     rep.candidates_per_minute = rep.evaluated / gen_s * 60.0;
-    double per_gen = (now - t0) / std::max(1, g + 1 - (resume_run_id ? 0 : 0));
-    rep.eta_s = per_gen * (cfg_.generations - g - 1);
+    rep.eta_s = EtaSeconds(now - t0, g + 1 - first_gen, cfg_.generations - g - 1, cfg_.time_limit_s);
     rep.llm_notes = std::move(llm_notes_);
     llm_notes_.clear();
     if (on_generation) on_generation(rep);
@@ -550,6 +550,12 @@ std::string ShortRunNote(const SearchResult& r, int total_generations, const std
   return "kevolve: note: the time limit ended run " + std::to_string(r.run_id) +
          " after generation 0, the seeds' samples, so nothing was bred; give it more time, or continue it with: "
          "kevolve --resume " + std::to_string(r.run_id) + " --db " + db_path + " --time 5m";
+}
+
+double EtaSeconds(double elapsed_s, int done_here, int gens_left, double time_limit_s) {
+  double eta = elapsed_s / std::max(1, done_here) * std::max(0, gens_left);
+  if (time_limit_s > 0) eta = std::min(eta, std::max(0.0, time_limit_s - elapsed_s));
+  return eta;
 }
 
 std::string FormatReport(const GenerationReport& r, int total) {

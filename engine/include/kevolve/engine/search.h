@@ -161,6 +161,10 @@ class Search {
 // One line per generation: "gen 3/50  eval 32 (+0 reused)  fail compile=1 correctness=2
 // best 0.812  4096x1024 12.1us ...  41 cand/min  eta 12m".
 std::string FormatReport(const GenerationReport& r, int total_generations);
+// The time left to a run, from this process's pace: `elapsed_s` over the `done_here`
+// generations it has run (a resumed run's earlier ones do not count), times the
+// generations left, and no more than what `time_limit_s` (0: none) leaves.
+double EtaSeconds(double elapsed_s, int done_here, int gens_left, double time_limit_s);
 // A note for a run that the time limit stopped before any generation was bred (only
 // generation 0, the seeds' samples, ran, and more were asked for): no evolution happened,
 // and how to continue it. Empty otherwise.
