@@ -211,9 +211,9 @@ int Run(CLI::App& app, RunArgs a) {
   }
 
   std::signal(SIGINT, OnSigint);
-  std::fprintf(stderr, "kevolve: %s %s on %zu GPU(s), %d generations of %d, %d islands, seed %llu, db %s%s\n",
+  std::fprintf(stderr, "kevolve: %s %s on %zu GPU(s), %d generations of %d%s, %d islands, seed %llu, db %s%s\n",
                op->name.c_str(), DTypeName(*dtype), pool->Devices().size(), cfg.generations, cfg.population,
-               cfg.islands, static_cast<unsigned long long>(cfg.seed), a.db.c_str(),
+               OtherStops(cfg).c_str(), cfg.islands, static_cast<unsigned long long>(cfg.seed), a.db.c_str(),
                a.resume ? (", resuming run " + std::to_string(a.resume)).c_str() : "");
   auto result = search.Run(a.resume, &g_interrupt, [&](const GenerationReport& r) {
     std::printf("%s\n", FormatReport(r, cfg.generations).c_str());

@@ -44,6 +44,19 @@ TEST_CASE("run config: defaults, overrides, durations and operator names", "[cor
   CHECK(*ParseDuration("1h30m") == 5400);
   CHECK(*ParseDuration("2h") == 7200);
   CHECK_FALSE(ParseDuration("soon").ok());
+  CHECK(FormatDuration(90) == "1m30s");
+  CHECK(FormatDuration(7200) == "2h");
+  CHECK(FormatDuration(5405) == "1h30m5s");
+  CHECK(FormatDuration(0) == "0s");
+  for (double t : {1.0, 59.0, 61.0, 3599.0, 3601.0, 86400.0}) CHECK(*ParseDuration(FormatDuration(t)) == t);
+  RunConfig stops;
+  CHECK(OtherStops(stops).empty());
+  stops.time_limit_s = 90;
+  CHECK(OtherStops(stops) == " (or 1m30s)");
+  stops.target_fraction = 0.9;
+  CHECK(OtherStops(stops) == " (or 1m30s, or fitness 0.9)");
+  stops.time_limit_s = 0;
+  CHECK(OtherStops(stops) == " (or fitness 0.9)");
 }
 
 TEST_CASE("op spec: the compute field names a known peak", "[core]") {

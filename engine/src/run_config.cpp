@@ -1,6 +1,8 @@
 #include "kevolve/engine/run_config.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 
 #include "kevolve/core/json_file.h"
 
@@ -117,6 +119,29 @@ Result<double> ParseDuration(const std::string& text) {
   }
   if (!any) return Status::Error("empty duration");
   return total;
+}
+
+std::string FormatDuration(double seconds) {
+  long long t = std::llround(std::max(0.0, seconds));
+  std::string out;
+  for (const auto& [unit, size] : {std::pair<const char*, long long>{"h", 3600}, {"m", 60}, {"s", 1}}) {
+    if (t >= size) {
+      out += std::to_string(t / size) + unit;
+      t %= size;
+    }
+  }
+  return out.empty() ? "0s" : out;
+}
+
+std::string OtherStops(const RunConfig& c) {
+  std::string also;
+  if (c.time_limit_s > 0) also += ", or " + FormatDuration(c.time_limit_s);
+  if (c.target_fraction > 0) {
+    char t[32];
+    std::snprintf(t, sizeof(t), ", or fitness %g", c.target_fraction);
+    also += t;
+  }
+  return also.empty() ? also : " (" + also.substr(2) + ")";
 }
 
 }  // namespace kevolve

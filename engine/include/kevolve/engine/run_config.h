@@ -49,5 +49,10 @@ Status ValidateRunConfig(const RunConfig& c);
 Result<RunConfig> RunConfigFromJson(const nlohmann::json& j);
 // "90s", "30m", "2h", "1h30m" or plain seconds; an error names the text.
 Result<double> ParseDuration(const std::string& text);
+// Whole seconds as ParseDuration reads them back: 90 -> "1m30s", 7200 -> "2h", 0 -> "0s".
+std::string FormatDuration(double seconds);
+// The stops besides the generation count, for the run's header line: " (or 1m30s, or
+// fitness 0.9)", or empty when there are none.
+std::string OtherStops(const RunConfig& c);
 
 }  // namespace kevolve
