@@ -244,11 +244,19 @@ TEST_CASE("a run the time limit stops after generation 0 says that nothing was b
 }
 
 TEST_CASE("the generation line's eta follows this process's pace and stops at the time limit", "[engine]") {
-  // 10 s over 2 generations, 8 left: 40 s; a 30 s limit leaves 20 s; a passed limit 0.
+  // 10 s over 2 generations, 8 left: 40 s; a 30 s limit leaves 4 generations, 20 s; a
+  // passed limit 0. The run stops after the generation that ends past the limit: 40 s
+  // generations under a 90 s limit, after the first, have 2 to go (80 s), not 50 s.
   CHECK(EtaSeconds(10, 2, 8, 0) == Approx(40));
   CHECK(EtaSeconds(10, 2, 8, 30) == Approx(20));
   CHECK(EtaSeconds(40, 2, 8, 30) == Approx(0));
   CHECK(EtaSeconds(10, 2, 0, 0) == Approx(0));
+  CHECK(EtaSeconds(40, 1, 49, 90) == Approx(80));
+  CHECK(EtaSeconds(40, 1, 1, 90) == Approx(40));
+  // The generation line prints it as a duration.
+  GenerationReport line;
+  line.eta_s = 59.6;
+  CHECK(FormatReport(line, 8).find("eta 1m") != std::string::npos);
   // Through the search: a run resumed at generation 4 of 8, one second per clock reading.
   World w;
   LandscapeEvaluator e1, e2;

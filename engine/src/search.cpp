@@ -553,9 +553,12 @@ std::string ShortRunNote(const SearchResult& r, int total_generations, const std
 }
 
 double EtaSeconds(double elapsed_s, int done_here, int gens_left, double time_limit_s) {
-  double eta = elapsed_s / std::max(1, done_here) * std::max(0, gens_left);
-  if (time_limit_s > 0) eta = std::min(eta, std::max(0.0, time_limit_s - elapsed_s));
-  return eta;
+  const double per_gen = elapsed_s / std::max(1, done_here);
+  double gens = std::max(0, gens_left);
+  // The limit is checked after each generation: the run ends with the first one that
+  // finishes past it.
+  if (time_limit_s > 0 && per_gen > 0) gens = std::min(gens, std::ceil(std::max(0.0, time_limit_s - elapsed_s) / per_gen));
+  return per_gen * gens;
 }
 
 std::string FormatReport(const GenerationReport& r, int total) {
@@ -579,10 +582,7 @@ std::string FormatReport(const GenerationReport& r, int total) {
   }
   std::snprintf(buf, sizeof(buf), "  %.0f cand/min", r.candidates_per_minute);
   s += buf;
-  if (r.eta_s >= 0) {
-    std::snprintf(buf, sizeof(buf), "  eta %.0fm%02.0fs", std::floor(r.eta_s / 60), std::fmod(r.eta_s, 60));
-    s += buf;
-  }
+  if (r.eta_s >= 0) s += "  eta " + FormatDuration(r.eta_s);
   return s;
 }
 

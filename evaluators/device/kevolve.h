@@ -368,7 +368,9 @@ __device__ __forceinline__ Stats warp_merge(Stats s) {
 }
 // Over a warp, with one division where warp_merge takes five: the count-weighted mean
 // (a butterfly of n and n * mean), then M2 = the sum of M2_i + n_i (mean_i - mean)^2 (a
-// second butterfly). A lane with n == 0 adds nothing. Every lane gets the same bits.
+// second butterfly). A lane with n == 0 adds nothing when its mean is finite (0 for an
+// empty lane: unlike kv::merge, an inf or NaN mean there is not guarded). Every lane
+// gets the same bits.
 __device__ __forceinline__ Stats merge_lanes(const Stats& s) {
   float n = s.n, sum = s.n * s.mean;
   reduce_sum2<true>(n, sum, nullptr, nullptr);

@@ -163,7 +163,8 @@ class Search {
 std::string FormatReport(const GenerationReport& r, int total_generations);
 // The time left to a run, from this process's pace: `elapsed_s` over the `done_here`
 // generations it has run (a resumed run's earlier ones do not count), times the
-// generations left, and no more than what `time_limit_s` (0: none) leaves.
+// generations left, and with `time_limit_s` (0: none) no more generations than it takes
+// to pass the limit (the run stops after the first generation that ends past it).
 double EtaSeconds(double elapsed_s, int done_here, int gens_left, double time_limit_s);
 // A note for a run that the time limit stopped before any generation was bred (only
 // generation 0, the seeds' samples, ran, and more were asked for): no evolution happened,
