@@ -11,8 +11,12 @@
 # Run it on the GPU host after `source .gpu/env.sh`; when one call's 10 minutes is not
 # enough, split the ops across calls (each call re-runs PyTorch). It also writes DIR.tgz
 # (no databases); with the device tool use --out /tmp/b and copy /tmp/b.tgz to $OUT.
-# Merge the results here:
-#   mkdir b && tar xzf b.tgz -C b && python3 scripts/bench_table.py b ... --update docs/BENCHMARKS.md
+# Merge the results here: keep the folder's small files under docs/bench/DATE (committed, so
+# that the table can be regenerated from the repository), then regenerate the table from all
+# of them:
+#   mkdir b && tar xzf b.tgz -C b && d=docs/bench/$(tr : - < b/date.txt) && mkdir -p $d &&
+#   cp b/*.json b/*.txt $d/ && rm -f $d/*.log && python3 scripts/bench_table.py docs/bench/*/ --update docs/BENCHMARKS.md
+# (docs/bench's folders before 2026-12-01 were rebuilt from the table by scripts/bench_recover.py.)
 set -uo pipefail
 ops=softmax,rmsnorm,layernorm,matmul dtypes=f32,bf16,f16 budget=(--time 60s) out=${OUT:-bench-out}
 while [ $# -gt 0 ]; do
