@@ -450,6 +450,41 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
         : "memory");
   }
 }
+// The other direction: `bytes` (a multiple of 16, both addresses 16-byte aligned) of this
+// block's shared memory to global memory with one cp.async.bulk, in the issuing thread's
+// open bulk group (bulk_commit closes it). The threads that wrote src must have run
+// fence_async_smem() before the issuing thread learned of it (through an mbarrier or a
+// barrier). evict_first (stream_) is the bulk form of a streaming store.
+template <bool stream_ = false>
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+  if (stream_) {
+    unsigned long long pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(dst),
+                 "r"(smem_addr(src)), "r"(bytes), "l"(pol)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
+                 "r"(bytes)
+                 : "memory");
+  }
+}
+// Closes the issuing thread's bulk group (an empty one when it issued no bulk_store).
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most n of this thread's bulk groups still read their shared memory (the
+// source may then be overwritten; the global writes may still be in flight).
+template <int n>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(n) : "memory");
+}
+// Waits until at most n of this thread's bulk groups are still in flight at all.
+template <int n>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(n) : "memory");
+}
+// Makes this thread's earlier generic-proxy shared-memory writes visible to the async
+// proxy (a later bulk_store of them).
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 #endif
 
 // Group g of a per-column vector (a norm's w or b, from a chunk's first column) as 16

@@ -1,8 +1,10 @@
 // layernorm seed for long rows that reads x once, without clusters: softmax's slice_row
-// (see there for the design, the barriers and the forward-progress argument) with two-pass
-// (count, mean, M2) statistics per slice. A persistent grid (BPS blocks per SM, all
+// (see there for the design, the barriers and the forward-progress argument) with
+// per-slice statistics: one pass of shifted sums (SHIFT=1, the default; below) or two-pass
+// (count, mean, M2) (SHIFT=0). A persistent grid (BPS blocks per SM, all
 // resident); rows are cut into P slices of at most SLOT KiB (kv::slice_grid), slice
 // j = row * P + part belonging to block j % G at its step j / G.
+// SHIFT=0, as first built:
 // Warps 1..CW (consumers) load their share of slice s from shared memory into registers
 // once (at most MAXG 16-byte groups a lane) and take its two-pass statistics there: the
 // share's sum and count, m = sum / count, then the sum of (x - m)^2, giving (count, m, M2).
@@ -40,6 +42,30 @@
 // the first preset: 295.2-298.9 / 158.7-159.4 us against 304.8-305.7 / 163.3-163.4 (H200,
 // fourteenth session). In bf16 it spills at 2 blocks of 12 consumer warps and cannot run
 // at the second preset (4 groups a lane): 245 / 102 and, at 1 block of 16 warps, 436 / 130.
+// SHIFT=1 (the default) takes the statistics in one pass of shifted sums instead: each
+// consumer warp adds up d = x - k and d^2 over its share, the control warp adds the warps'
+// pairs and publishes them, and the gather adds the row's P pairs (no Chan merges):
+// mean = k + S1 / cols, var = S2 / cols - (S1 / cols)^2. k is the same for every slice of
+// a row: the median of three of its elements (columns 0, cols / 2 rounded down to a group,
+// and the last group's first), bulk-copied into the slot's three 16-byte groups with each
+// slice. Without the shift the one-pass formula loses up to 12 bits in f32 on this op's
+// inputs (means of up to 30 spreads; op.json); with it the loss is about
+// (1 + (k - mean)^2 / var) times f32's rounding, small when k is within a few spreads of
+// the mean, which the median of three keeps true unless two of the three sampled columns
+// are far outliers (then use SHIFT=0). The gate's f32 max_abs was 6.8e-6 against 9.6e-6
+// two-pass. The share is read once (no registers held between two passes), which also lets
+// STAY keep w and b in registers in bf16/f16 without spilling. Measured (H200, sixteenth
+// session, kevolve eval, two runs each, us, 1024x131072 / 256x262144 / 4096x32768):
+//   f32 BPS=2 CW=12 STAY: 289.7-290.0 / 152.6-152.8 / 300.1-300.3 against 295.9-296.7 /
+//     161.2-161.6 / 422.9-423.3 two-pass;
+//   bf16 the same: 186.5-186.6 / 91.4-92.1 / 180.4-181.2 against 245.3-245.4 / 102.1 /
+//     238.1-238.3; BPS=3 CW=8 SLOTS=4 LAGS=2 GLAG=1: 184.7-186.0 / 93.5-94.1 / 186.0-186.2
+//     against 223.6-223.8 / 97.6-97.7 / 223.7-224.2 (split_row 128 x 16 KiB, same call:
+//     177.4 / 94.7 / 178.0);
+//   f16 BPS=2 CW=12 STAY: 185.9-186.0 / 88.9-89.4 / 179.7-180.0 against 247.7-248.0 /
+//     103.0-103.2 / 240.7 (split_row 181.3 / 96.4 / 179.1).
+// (Those were timed with k = the row's first element; the median of three adds two 16-byte
+// bulk copies per slice and four min/max per lane and step.)
 // Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (a
 // slice is whole rows, one consumer warp takes each row's statistics and writes it,
 // nothing is exchanged).
@@ -55,11 +81,12 @@
 // @kevolve param   BPS    2 1 3
 // @kevolve param   PF     0 1
 // @kevolve param   STAY   0 1
-// Presets (tried in generation 0): f32 1024x131072 (thirteenth session), the bf16/f16 best
-// (thirteenth), and f32 with STAY (fourteenth):
-// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 PF=1
-// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1
-// @kevolve preset  BPS=3 CW=8 SLOT=16 SLOTS=4 LAGS=2 GLAG=1 PF=0
+// @kevolve param   SHIFT  1 0
+// Presets (tried in generation 0): f32 1024x131072 two-pass (thirteenth session), and the
+// sixteenth session's SHIFT picks (every dtype with STAY; bf16/f16 at 1024x131072):
+// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 PF=1 SHIFT=0
+// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1 SHIFT=1
+// @kevolve preset  BPS=3 CW=8 SLOT=16 SLOTS=4 LAGS=2 GLAG=1 PF=0 SHIFT=1
 // @kevolve require SLOTS * SLOT * BPS <= 208
 // @kevolve require (CW + 1) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
@@ -131,6 +158,34 @@ __device__ __forceinline__ kv::Stats share_stats(const Vec* sv, int first, int s
   return kv::Stats{fc, m, q2};
 }
 
+#if SHIFT
+// SHIFT: one pass over the same groups, giving the warp's sums of d = x - k and of d^2,
+// k being the row's shift (kshift: the same for every slice of the row, so the slices'
+// sums add up). Every lane of the warp gets the same bits.
+__device__ __forceinline__ float2 share_sums(const Vec* sv, int first, int step, int ng, int n, float k0) {
+  float q1 = 0.f, q2 = 0.f;
+#pragma unroll
+  for (int j = 0; j < MAXG; ++j) {
+    const int g = first + j * step;
+    if (g < ng) {
+      float f[VEC];
+      kv::unpack(sv[g], f);
+      const int nv = n - g * VEC;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float d = f[k] - k0;
+        if (nv >= VEC || k < nv) {
+          q1 += d;
+          q2 = fmaf(d, d, q2);
+        }
+      }
+    }
+  }
+  kv::reduce_sum2<true>(q1, q2, nullptr, nullptr);
+  return make_float2(q1, q2);
+}
+#endif
+
 // A lane's groups first + j * CW * 32 (j < MAXG) of w and b for a slice of n elements whose
 // first column w and b point at (PF and STAY hold them in registers).
 __device__ __forceinline__ void load_wb(Vec (&wv)[MAXG], Vec (&bv)[MAXG], const T* __restrict__ w,
@@ -154,6 +209,19 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], statd[SLOTS], finr[SLOTS];
   __shared__ kv::Stats red[SLOTS][CW];  // the consumer warps' (count, mean, M2) of the slice in each slot
   __shared__ float2 fin[SLOTS];         // (mean, rstd) of the row of each slot's slice
+#if SHIFT
+  // SHIFT: three 16-byte groups of each slot's row, bulk-copied with the slice (kshift takes
+  // the median of their first elements), the consumer warps' (sum d, sum d^2) of each slot's
+  // slice, and fin holds (mean - k, rstd).
+  __shared__ __align__(16) Vec kgrp[SLOTS][3];
+  __shared__ float2 red2[SLOTS][CW];
+  const int kc1 = cols / 2 / VEC * VEC, kc2 = max(cols - VEC, 0);  // the groups' first columns: 0, kc1, kc2
+  auto kshift = [&](int slot) {
+    const float a = kv::to_float(kgrp[slot][0].v[0]), b = kv::to_float(kgrp[slot][1].v[0]),
+                c = kv::to_float(kgrp[slot][2].v[0]);
+    return fmaxf(fminf(a, b), fminf(fmaxf(a, b), c));
+  };
+#endif
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
@@ -212,6 +280,23 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     // ---- control warp ----
     // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with 0.
     auto fill = [&](int s) {
+#if SHIFT
+      int row, c0, n;
+      kv::slice_at(sg, s, row, c0, n, cols);
+      const T* const xr = x + (size_t)row * cols;
+      if (al) {  // the slice and the shift's three groups, on one mbarrier
+        if (lane == 0) {
+          unsigned long long* bar = &full[s % SLOTS];
+          kv::mbar_expect(bar, (unsigned)(n * sizeof(T)) + 48u);
+          if (n > 0) kv::bulk_load(slot_ptr(s), xr + c0, (unsigned)(n * sizeof(T)), bar);
+          kv::bulk_load(&kgrp[s % SLOTS][0], xr, 16u, bar);
+          kv::bulk_load(&kgrp[s % SLOTS][1], xr + kc1, 16u, bar);
+          kv::bulk_load(&kgrp[s % SLOTS][2], xr + kc2, 16u, bar);
+        }
+        return;
+      }
+      if (lane < 3) kgrp[s % SLOTS][lane].v[0] = xr[lane == 0 ? 0 : lane == 1 ? kc1 : kc2];  // released by slice_fill's arrive
+#endif
       kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
     };
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
@@ -232,7 +317,14 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
         kv::mbar_wait(&statd[s % SLOTS], phase(s));
+#if SHIFT
+        // (sum d, -sum d^2 - 0): the sign bit keeps the slot nonzero
+        float2 q = lane < CW ? red2[s % SLOTS][lane] : make_float2(0.f, 0.f);
+        kv::reduce_sum2<true>(q.x, q.y, nullptr, nullptr);
+        const kv::Stats st{0.f, q.x, q.y};
+#else
         const kv::Stats st = kv::merge_lanes(lane < CW ? red[s % SLOTS][lane] : kv::Stats{0.f, 0.f, 0.f});
+#endif
         if (lane == 0) {
           const int c = c0 / sg.slice_elems;
           kv::slot_put(sg.part + (size_t)row * P + c, make_float2(st.mean, -st.m2 - 0.f));
@@ -241,6 +333,21 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       }
       if (gather) {  // merge the row's P (mean, M2): each lane its parts in order (Chan), then the lanes
         const float2* pr = sg.part + (size_t)trow * P;
+#if SHIFT
+        // The sums add up: mean - k = S1 / cols, variance = S2 / cols - (mean - k)^2.
+        float s1 = 0.f, s2 = 0.f;
+        for (int k = lane; k < P; k += 32) {
+          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(64);
+          const float2 q = kv::slot_value(bits);
+          s1 += q.x;
+          s2 -= q.y;
+        }
+        kv::reduce_sum2<true>(s1, s2, nullptr, nullptr);
+        const float md = s1 / (float)cols;
+        const kv::Stats acc{(float)cols, md, fmaxf(fmaf(-md * (float)cols, md, s2), 0.f)};
+#else
         kv::Stats acc{0.f, 0.f, 0.f};
         for (int k = lane; k < P; k += 32) {
           unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
@@ -250,6 +357,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           acc = kv::merge(acc, kv::Stats{(float)max(0, min(sg.slice_elems, cols - k * sg.slice_elems)), q.x, -q.y});
         }
         acc = kv::merge_lanes(acc);
+#endif
         if (lane == 0) {
           fin[t % SLOTS] = make_float2(acc.mean, rsqrtf(acc.m2 / (float)cols + eps));
           kv::mbar_arrive(&finr[t % SLOTS]);
@@ -296,11 +404,20 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::slice_at(sg, s, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
         kv::mbar_wait(&full[s % SLOTS], phase(s));
+#if SHIFT
+        const float2 st = share_sums(reinterpret_cast<const Vec*>(slot_ptr(s)), cw * 32 + lane, CW * 32, ng, n,
+                                     kshift(s % SLOTS));
+        if (lane == 0) {
+          red2[s % SLOTS][cw] = st;
+          kv::mbar_arrive(&statd[s % SLOTS]);
+        }
+#else
         const kv::Stats st = share_stats(reinterpret_cast<const Vec*>(slot_ptr(s)), cw * 32 + lane, CW * 32, ng, n);
         if (lane == 0) {
           red[s % SLOTS][cw] = st;
           kv::mbar_arrive(&statd[s % SLOTS]);
         }
+#endif
       }
       if (s >= LAGS) {  // y = (x - mean) * rstd * w + b for this warp's share of slice s - LAGS
         const int t = s - LAGS;
@@ -308,7 +425,11 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::slice_at(sg, t, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
         kv::mbar_wait(&finr[t % SLOTS], phase(t));
+#if SHIFT
+        const float2 mr = make_float2(fin[t % SLOTS].x + kshift(t % SLOTS), fin[t % SLOTS].y);
+#else
         const float2 mr = fin[t % SLOTS];
+#endif
         const Vec* sv = reinterpret_cast<const Vec*>(slot_ptr(t));
         T* const ys = y + (size_t)row * cols + c0;
         const T* const wc = w + c0;

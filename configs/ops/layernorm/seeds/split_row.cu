@@ -51,6 +51,7 @@
 // @kevolve param   OCC     1280 1024 1536 2048
 // @kevolve param   STCS    0 1
 // @kevolve param   LAG     12 0 8 16
+// @kevolve param   SHIFT   1 0
 // Presets (tried in generation 0): per-shape winners measured on the H200. f32 1024x131072
 // and 256x262144: 343.0, 176.6 us with OCC 1024 (eighth session); 341.5, 176.4 us with OCC
 // 1280 (ninth session; the old kernel at the old preset: 341.3, 176.6). OCC 1280, since at 1024
@@ -95,6 +96,16 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(w) | reinterpret_cast<size_t>(b)) & 15) == 0;
   const T* const xs = x + (size_t)row * cols + c0;
   T* const ys = y + (size_t)row * cols + c0;
+#if SHIFT
+  // SHIFT: the row's shift k, the median of its elements at columns 0, cols / 2 (rounded
+  // down to a group) and the last group's first (slice_row's choice), read while the chunk
+  // is copied in.
+  __shared__ float ksh[3];
+  if (tid < 3) {
+    const int kc = tid == 0 ? 0 : tid == 1 ? cols / 2 / VEC * VEC : max(cols - VEC, 0);
+    ksh[tid] = kv::to_float(x[(size_t)row * cols + kc]);
+  }
+#endif
 
   if (al) {
     if (tid == 0) {
@@ -115,6 +126,37 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
   }
 
   kv::Stats mine{0.f, 0.f, 0.f};  // the chunk's (count, mean, M2) (kind 2 skips it)
+#if SHIFT
+  // SHIFT: the chunk's sums of d = x - k and d^2 in one pass (mine = {n, S1, S2}); the
+  // row's sums add up, mean = k + S1 / cols and M2 = S2 - S1^2 / cols.
+  const float k0 = fmaxf(fminf(ksh[0], ksh[1]), fminf(fmaxf(ksh[0], ksh[1]), ksh[2]));
+  if (kind != 2) {
+    float q1 = 0.f, q2 = 0.f;
+    const int nfull = n / VEC;
+#pragma unroll 4
+    for (int g = tid; g < nfull; g += BLOCK) {
+      float f[VEC];
+      kv::unpack(sv[g], f);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float d = f[k] - k0;
+        q1 += d;
+        q2 = fmaf(d, d, q2);
+      }
+    }
+    if (nfull < ng && tid == nfull % BLOCK) {
+      float f[VEC];
+      kv::unpack(sv[nfull], f);
+      for (int k = 0; k < n - nfull * VEC; ++k) {
+        const float d = f[k] - k0;
+        q1 += d;
+        q2 = fmaf(d, d, q2);
+      }
+    }
+    kv::reduce_sum2<false>(q1, q2, red0, red1);
+    mine = kv::Stats{(float)n, q1, q2};
+  }
+#else
   if (kind != 2) {
     // Pass 1: sum (padding zeros add nothing); each group is summed as a small tree.
     float s = 0.f;
@@ -158,6 +200,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
     }
     mine = kv::Stats{(float)n, m, kv::reduce_sum<false>(q2, red1)};
   }
+#endif
   if (warp == 0) {
     kv::Stats acc = mine;
     if (C > 1) {
@@ -170,6 +213,21 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
         kv::slot_put(pr + chunk, make_float2(mine.mean, -mine.m2 - 0.f));
         kv::slot_put(other + (size_t)row * C + chunk, make_float2(0.f, 0.f));  // for launch e + 1
       }
+#if SHIFT
+      if (kind != 1) {
+        float s1 = 0.f, s2 = 0.f;
+        for (int k = lane; k < C; k += 32) {
+          unsigned long long bits;
+          for (int spins = 0; (bits = kv::slot_bits(pr + k)) == 0ull;)
+            if (++spins > 8) __nanosleep(32);
+          const float2 q = kv::slot_value(bits);
+          s1 += q.x;
+          s2 -= q.y;
+        }
+        kv::reduce_sum2<true>(s1, s2, nullptr, nullptr);
+        acc = kv::Stats{(float)cols, s1, s2};
+      }
+#else
       if (kind != 1) {
         acc = kv::Stats{0.f, 0.f, 0.f};
         for (int k = lane; k < C; k += 32) {
@@ -182,7 +240,14 @@ extern "C" __global__ void __launch_bounds__(BLOCK, OCC / BLOCK)
         }
         acc = kv::merge_lanes(acc);  // two butterflies and one division, where Chan's pairwise merge takes five
       }
+#endif
     }
+#if SHIFT
+    {  // the row's sums (S1, S2) to (k + S1 / cols, S2 - S1^2 / cols)
+      const float md = acc.mean / (float)cols;
+      acc = kv::Stats{(float)cols, k0 + md, fmaxf(fmaf(-md, acc.mean, acc.m2), 0.f)};
+    }
+#endif
     if (lane == 0) {
       fin[0] = acc.mean;
       fin[1] = rsqrtf(acc.m2 / (float)cols + eps);
