@@ -52,7 +52,7 @@
 // inputs (means of up to 30 spreads; op.json); with it the loss is about
 // (1 + (k - mean)^2 / var) times f32's rounding, small when k is within a few spreads of
 // the mean, which the median of three keeps true unless two of the three sampled columns
-// are far outliers (then use SHIFT=0). The gate's f32 max_abs was 6.8e-6 against 9.6e-6
+// are far outliers (then use SHIFT=0). The gate's f32 max_abs was 5.0e-6 against 9.6e-6
 // two-pass. The share is read once (no registers held between two passes), which also lets
 // STAY keep w and b in registers in bf16/f16 without spilling. Measured (H200, sixteenth
 // session, kevolve eval, two runs each, us, 1024x131072 / 256x262144 / 4096x32768):
@@ -64,8 +64,10 @@
 //     177.4 / 94.7 / 178.0);
 //   f16 BPS=2 CW=12 STAY: 185.9-186.0 / 88.9-89.4 / 179.7-180.0 against 247.7-248.0 /
 //     103.0-103.2 / 240.7 (split_row 181.3 / 96.4 / 179.1).
-// (Those were timed with k = the row's first element; the median of three adds two 16-byte
-// bulk copies per slice and four min/max per lane and step.)
+// (Those were timed with k = the row's first element. With the median of three, two more
+// 16-byte bulk copies per slice and four min/max per lane and step, the next call gave f32
+// STAY 287.4 / 150.8 / 304.4, bf16 STAY 193.9 / 93.3 / 187.3, bf16 3 x 8 warps 186.0 / 93.1
+// / 187.8, f16 STAY 191.9 / 91.7 / 185.3, f16 3 x 8 warps 182.8 / 92.4 / 183.4.)
 // Rows that fit a slot CW times or more are packed instead, as in softmax's slice_row (a
 // slice is whole rows, one consumer warp takes each row's statistics and writes it,
 // nothing is exchanged).
