@@ -52,7 +52,9 @@
 // inputs (means of up to 30 spreads; op.json); with it the loss is about
 // (1 + (k - mean)^2 / var) times f32's rounding, small when k is within a few spreads of
 // the mean, which the median of three keeps true unless two of the three sampled columns
-// are far outliers (then use SHIFT=0). The gate's f32 max_abs was 5.0e-6 against 9.6e-6
+// are far outliers (then use SHIFT=0: since (k - mean)^2 <= (cols - 1) var, the factor can
+// reach the row length; in a CPU f32 model of a 262144-element row of spread 0.5 with two
+// sampled columns at 30, the variance was off by 1e-4 relative, 5x f32's rtol). The gate's f32 max_abs was 5.0e-6 against 9.6e-6
 // two-pass. The share is read once (no registers held between two passes), which also lets
 // STAY keep w and b in registers in bf16/f16 without spilling. Measured (H200, sixteenth
 // session, kevolve eval, two runs each, us, 1024x131072 / 256x262144 / 4096x32768):
@@ -209,8 +211,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
                     int rows, int cols, float eps, unsigned* __restrict__ sync) {
   extern __shared__ __align__(128) unsigned char dsm[];
   __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], statd[SLOTS], finr[SLOTS];
-  __shared__ kv::Stats red[SLOTS][CW];  // the consumer warps' (count, mean, M2) of the slice in each slot
-  __shared__ float2 fin[SLOTS];         // (mean, rstd) of the row of each slot's slice
+  __shared__ kv::Stats red[SLOTS][CW];  // SHIFT=0: the consumer warps' (count, mean, M2) of the slice in each slot
+  __shared__ float2 fin[SLOTS];         // (mean, rstd) of the row of each slot's slice (SHIFT: (mean - k, rstd))
 #if SHIFT
   // SHIFT: three 16-byte groups of each slot's row, bulk-copied with the slice (kshift takes
   // the median of their first elements), the consumer warps' (sum d, sum d^2) of each slot's
@@ -315,7 +317,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         if (lane < P) pre0 = kv::slot_bits(pr + lane);
         if (lane + 32 < P) pre1 = kv::slot_bits(pr + lane + 32);
       }
-      if (s < steps) {  // publish slice s's (mean, M2), M2 stored as -M2 - 0 (the sign bit keeps the slot nonzero)
+      if (s < steps) {  // publish slice s's (mean, M2), or with SHIFT its (S1, S2) in the same fields; the second
+                        // stored as -x - 0 (x >= +0: the sign bit keeps the slot nonzero)
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
         kv::mbar_wait(&statd[s % SLOTS], phase(s));
@@ -333,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
         }
       }
-      if (gather) {  // merge the row's P (mean, M2): each lane its parts in order (Chan), then the lanes
+      if (gather) {  // the row's P pairs: added (SHIFT), or merged, each lane its parts in order (Chan), then the lanes
         const float2* pr = sg.part + (size_t)trow * P;
 #if SHIFT
         // The sums add up: mean - k = S1 / cols, variance = S2 / cols - (mean - k)^2.
@@ -401,7 +404,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         load_wb(wv, bv, w + c0, b + c0, n, cw * 32 + lane, al);
       }
 #endif
-      if (s < steps) {  // two-pass (count, mean, M2) of this warp's share of slice s
+      if (s < steps) {  // this warp's share of slice s: (S1, S2) with SHIFT, else two-pass (count, mean, M2)
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;

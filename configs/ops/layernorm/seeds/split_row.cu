@@ -1,9 +1,9 @@
 // layernorm seed for long rows without clusters: each row is cut into C chunks (C the
 // number of CHUNK KiB pieces the row needs, at most num_sms), and every (row, chunk) is
 // one block. A block stages its chunk in shared memory with one Hopper bulk copy
-// (cp.async.bulk on an mbarrier) and takes its statistics from shared memory (with SHIFT=0, two-pass:
-// (sum -> m, then the sum of (x - m)^2 over the valid elements, giving the chunk's mean
-// and M2). Warp 0 publishes (mean, M2) in a scratch buffer, reads the row's C pairs until
+// (cp.async.bulk on an mbarrier) and takes its statistics from shared memory: with
+// SHIFT=0, two-pass (sum -> m, then the sum of (x - m)^2 over the valid elements, giving
+// the chunk's mean and M2; SHIFT=1, the default, is described below). Warp 0 publishes (mean, M2) in a scratch buffer, reads the row's C pairs until
 // all are in (lane k takes chunks k, k + 32, ... in order, with Chan's formula) and merges
 // the lanes with kv::merge_lanes (every chunk of a row gets the same bits); then the block writes
 // y = (x - mean) * rsqrt(M2 / cols + eps) * w + b from shared memory, w and b read with
@@ -53,7 +53,10 @@
 // (H200, sixteenth session, us, 1024x131072 / 256x262144 / 4096x32768): bf16 128 x 16 KiB
 // 177.0 / 93.6 / 172.1 against 177.4 / 94.4 / 176.9; f16 182.1 / 96.4 / 178.3 against
 // 182.2 / 96.8 / 180.2; f32 128 x 32 KiB 342.0 / 174.0 / 323.0 against 343.2 / 176.0 /
-// 338.2; the gate's f32 max_abs 5.0e-6 against 1.0e-5.
+// 338.2; the gate's f32 max_abs 5.0e-6 against 1.0e-5. (With SHIFT the fields mean and m2
+// of mine and acc carry S1 and S2 until the conversion after the gather. The three reads
+// of k come before the first barrier, so a write item pays that L2 round trip before it
+// reads the row's slots; k is needed only after the gather, a possible reordering.)
 // @kevolve param   CHUNK   32 16 24 48 64
 // @kevolve param   BLOCK   256 128 512
 // @kevolve param   OCC     1280 1024 1536 2048
