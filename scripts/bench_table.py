@@ -4,6 +4,8 @@
   python3 scripts/bench_table.py DIR [DIR ...]                 # print the table
   python3 scripts/bench_table.py DIR ... --update docs/BENCHMARKS.md
   python3 scripts/bench_table.py --summarize DIR > DIR/summary.json   # DIR's runs, no databases needed
+  python3 scripts/bench_table.py --check docs/BENCHMARKS.md docs/bench  # exit 1 unless the block is
+                                                                        # what docs/bench/*/ gives
 
 Each DIR holds OP-DT.db (one kevolve run) or, instead of the databases, summary.json, export/OP-DT/dispatch.json (the fastest
 held-out-checked kernel per tune shape), torch.json (PyTorch timed in the same call),
@@ -205,6 +207,27 @@ def table(dirs):
 def main(argv):
     if argv[:1] == ["--summarize"]:  # the runs of DIR as JSON: the table without the databases
         json.dump(load_dir(argv[1])["runs"], sys.stdout, indent=1)
+        return
+    if argv[:1] == ["--check"]:  # the generated block of DOC against the folders under ROOT, in name order
+        if len(argv) != 3:
+            sys.exit("usage: bench_table.py --check DOC ROOT")
+        doc = open(argv[1]).read()
+        if BEGIN not in doc or END not in doc:
+            sys.exit(f"{argv[1]}: no generated block ({BEGIN} ... {END})")
+        have = doc[doc.index(BEGIN): doc.index(END) + len(END)].splitlines()
+        dirs = sorted(d for d in glob.glob(os.path.join(argv[2], "*", "")) if os.path.isdir(d))
+        if not dirs:
+            sys.exit(f"{argv[2]}: no result folders")
+        want = table([load_dir(d) for d in dirs]).rstrip("\n").splitlines()
+        diff = [(i + 1, a, b) for i, (a, b) in enumerate(zip(have, want)) if a != b]
+        if len(have) != len(want) or diff:
+            print(f"{argv[1]}: the generated block differs from {len(dirs)} folders under {argv[2]} "
+                  f"({len(have)} lines against {len(want)}); regenerate it with "
+                  f"python3 scripts/bench_table.py {argv[2]}/*/ --update {argv[1]}")
+            for i, a, b in diff[:5]:
+                print(f"  block line {i}:\n    has:  {a[:160]}\n    want: {b[:160]}")
+            sys.exit(1)
+        print(f"{argv[1]}: the generated block matches the {len(dirs)} folders under {argv[2]}")
         return
     update = None
     if "--update" in argv:
