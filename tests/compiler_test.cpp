@@ -293,3 +293,40 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
     }
   }
 }
+
+TEST_CASE("kevolve.h's bulk stores assemble: shared to global in a bulk group, with the evict_first hint and the waits", "[compile]") {
+  // One block stages its row in shared memory, fences it for the async proxy, sends it back
+  // with one bulk store (STREAM: an L2 evict_first policy) and waits for the store to read
+  // it, then for the whole group.
+  const char* text = R"(// @kevolve param STREAM 0 1
+// @kevolve launch k grid=rows block=64
+extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
+  __shared__ __align__(16) T buf[1024];
+  const int n = min(cols, 1024) / (16 / KV_SIZEOF_T) * (16 / KV_SIZEOF_T);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = x[(size_t)blockIdx.x * cols + i];
+  kv::fence_async_smem();
+  __syncthreads();
+  if (threadIdx.x == 0 && n > 0) {
+    kv::bulk_store<STREAM>(y + (size_t)blockIdx.x * cols, buf, (unsigned)(n * KV_SIZEOF_T));
+    kv::bulk_commit();
+    kv::bulk_wait_read<0>();
+    kv::bulk_wait<0>();
+  }
+}
+)";
+  for (int64_t stream : {0, 1}) {
+    auto c = CandidateSource::Parse(text, "bulk.cu");
+    REQUIRE(c.ok());
+    NvrtcCompiler nvrtc;
+    CompileResult r = nvrtc.Compile(MakeCompileRequest(*c, {{"STREAM", stream}}, DType::kBF16, "sm_90a"));
+    INFO(r.log << " STREAM=" << stream);
+    REQUIRE(r.ok);
+    CHECK(r.ptx.find("cp.async.bulk.global.shared::cta.bulk_group") != std::string::npos);
+    CHECK(r.ptx.find("cp.async.bulk.commit_group") != std::string::npos);
+    CHECK(r.ptx.find("cp.async.bulk.wait_group.read 0") != std::string::npos);
+    CHECK(r.ptx.find("fence.proxy.async.shared::cta") != std::string::npos);
+    const bool hinted = r.ptx.find("createpolicy.fractional.L2::evict_first") != std::string::npos &&
+                        r.ptx.find(".bulk_group.L2::cache_hint") != std::string::npos;
+    CHECK(hinted == (stream == 1));
+  }
+}
