@@ -25,6 +25,17 @@
 // takes the exact two-pass mean and sum of squared deviations of its part of a tile;
 // (count, mean, M2) triples are merged with Chan's formula over tiles, warps (butterfly,
 // lower lane first) and the block's warps in order.
+// SHIFT=1 (a row of one tile, and the persistent rows) takes the statistics in one pass
+// instead: sums of d = x - k and d^2 over the row, one block reduction of the pair, then
+// mean = k + S1 / cols and var = S2 / cols - (S1 / cols)^2, k the median of the row's
+// elements at columns 0, cols / 2 (rounded down to a group) and the last group's first
+// (slice_row explains the choice; precondition: at most one of those three is a far
+// outlier of its row, else SHIFT=0). It saves one block barrier and one dependent chain
+// of shuffles per row. Rows of more than one tile keep the merges above. Against SHIFT=0
+// in the same calls (H200, seventeenth session, us): 1024 x 4 bf16 at 8192x8192 76.3 ->
+// 73.1 and at 4096x32768 196.9 -> 175.5, f32 at 8192x8192 142.5 -> 138.8; 128 x 4,
+// 256 x 4 and PERSIST within 1% either way (the big blocks gain: their barrier waits on
+// the most warps).
 // @kevolve param   BLOCK  1024 512 256 128
 // @kevolve param   VBYTES 16 8 4
 // @kevolve param   CHUNKS 8 4 16 2
@@ -34,6 +45,7 @@
 // @kevolve param   WEL    0 1
 // @kevolve param   PERSIST 0 1
 // @kevolve param   BPS    1 2
+// @kevolve param   SHIFT  1 0
 // Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
 //   bf16 16384x4096: 70.2 us in a hand-picked sweep:
 // @kevolve preset  BLOCK=128 CHUNKS=4
@@ -113,6 +125,65 @@ __device__ __forceinline__ kv::Stats tile_stats(Vec (&v)[CH], int gb, int stride
   return kv::Stats{(float)cnt, mean, part_sq_dev<AL, CH>(v, gb, stride, g1, cols, mean)};
 }
 
+#if SHIFT
+// The row's shift k: the median of its elements at columns 0, cols / 2 (rounded down to a
+// group) and the last group's first. Every thread reads the same three (broadcast loads).
+__device__ __forceinline__ float row_shift(const T* __restrict__ xr, int cols) {
+  const float a = kv::to_float(xr[0]);
+  const float b = kv::to_float(xr[cols / 2 / VEC * VEC]);
+  const float c = kv::to_float(xr[max(cols - VEC, 0)]);
+  return fmaxf(fminf(a, b), fminf(fmaxf(a, b), c));
+}
+
+// The sums of d = x - k and d^2 over the elements of one thread's part of a tile that exist.
+template <bool AL, int CH>
+__device__ __forceinline__ float2 part_shift_sums(Vec (&v)[CH], int gb, int stride, int g1, int cols, float k0) {
+  float q1 = 0.f, q2 = 0.f;
+#pragma unroll
+  for (int c = 0; c < CH; ++c) {
+    const int nv = kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
+    float f[VEC];
+    kv::unpack(v[c], f);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const float d = f[k] - k0;
+      if (AL ? nv > 0 : k < nv) {
+        q1 += d;
+        q2 = fmaf(d, d, q2);
+      }
+    }
+    kv::launder(v[c]);
+  }
+  return make_float2(q1, q2);
+}
+
+// A float2 sum over the block, like block_sum: every thread gets the same bits. `red`
+// holds BLOCK / 32 pairs and must not be reused before another __syncthreads.
+__device__ __forceinline__ float2 block_sum2(float2 v, float2* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float2 s = make_float2(0.f, 0.f);
+  const int nw = blockDim.x / 32;
+  for (int i = 0; i < nw; ++i) {
+    s.x += red[i].x;
+    s.y += red[i].y;
+  }
+  return s;
+}
+
+// The row's (S1, S2) to mean and rstd.
+__device__ __forceinline__ void shift_stats(float2 s, float k0, float inv, float eps, float& mean, float& rstd) {
+  const float md = s.x * inv;
+  mean = k0 + md;
+  rstd = rsqrtf(fmaxf(fmaf(s.y, inv, -md * md), 0.f) + eps);
+}
+#endif
+
 // y = (x - mean) * rstd * w + b for one group.
 __device__ __forceinline__ Vec normalize(const Vec& x, const Vec& w, const Vec& b, float mean, float rstd) {
   float f[VEC], wf[VEC], bf[VEC];
@@ -171,9 +242,16 @@ __device__ __forceinline__ void block_row(const T* __restrict__ xr, const T* __r
     // divisions (each Chan merge divides, and block_merge chains one per warp: about a
     // thousand cycles of latency per row at 512 threads). The row sum gives the mean;
     // the sum of squared deviations from it gives the variance.
+#if SHIFT
+    const float k0 = row_shift(xr, cols);  // read after the tile's loads: before them it costs 13 registers in bf16
+    __shared__ float2 red2[BLOCK / 32];
+    shift_stats(block_sum2(part_shift_sums<AL, CH>(v, tid, nt, ngroups, cols, k0), red2), k0, 1.f / (float)cols, eps,
+                mean, rstd);
+#else
     __shared__ float red0[BLOCK / 32], red1[BLOCK / 32];
     mean = block_sum(part_sum<CH>(v), red0) * (1.f / (float)cols);
     rstd = rsqrtf(block_sum(part_sq_dev<AL, CH>(v, tid, nt, ngroups, cols, mean), red1) * (1.f / (float)cols) + eps);
+#endif
   } else {
     st = kv::block_merge(st);
     mean = st.mean;
@@ -241,7 +319,14 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
   extern __shared__ __align__(16) unsigned char stage[];
   // red0 and red1 alternate: a row's red0 is written again only after every thread has
   // passed that row's red1 barrier, which it reaches after reading red0 (and likewise).
+#if SHIFT
+  // One reduction per row: rows alternate between two buffers, so a row's buffer is
+  // written again only after every thread has passed the next row's barrier.
+  __shared__ float2 red2[2][BLOCK / 32];
+  int par = 0;
+#else
   __shared__ float red0[BLOCK / 32], red1[BLOCK / 32];
+#endif
   const int nt = blockDim.x, tid = threadIdx.x, step = gridDim.x;
   const int ngroups = cols / VEC;
   const float inv = 1.f / (float)cols;
@@ -250,10 +335,20 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
     v[c] = kv::load_group<VBYTES, true, size_t, X_L1>(x + (size_t)r * cols, tid + c * nt, tid + c * nt < ngroups, cols);
+#if SHIFT
+  float k0 = row_shift(x + (size_t)r * cols, cols);
+#endif
   if (r + step < rows) stage_tile(stage, x + (size_t)(r + step) * cols, ngroups);
   for (; r < rows; r += step) {
+#if SHIFT
+    float mean, rstd;
+    shift_stats(block_sum2(part_shift_sums<true, CHUNKS>(v, tid, nt, ngroups, cols, k0), red2[par]), k0, inv, eps, mean,
+                rstd);
+    par ^= 1;
+#else
     const float mean = block_sum(part_sum<CHUNKS>(v), red0) * inv;
     const float rstd = rsqrtf(block_sum(part_sq_dev<true, CHUNKS>(v, tid, nt, ngroups, cols, mean), red1) * inv + eps);
+#endif
     T* __restrict__ yr = y + (size_t)r * cols;
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
@@ -264,6 +359,11 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
       kv::store_group<VBYTES, true, STCS, size_t>(yr, g, cols, normalize(v[c], wg, bg, mean, rstd));
     }
     if (r + step < rows) {
+#if SHIFT
+      // the next row's shift, read here rather than before the loop above: held across the
+      // w and b loads it makes ptxas spill at BLOCK=1024 CHUNKS=8
+      k0 = row_shift(x + (size_t)(r + step) * cols, cols);
+#endif
       unstage_tile(v, stage, ngroups);
       if (r + 2 * step < rows) stage_tile(stage, x + (size_t)(r + 2 * step) * cols, ngroups);
     }
