@@ -93,11 +93,11 @@ __device__ __forceinline__ float part_sum(Vec (&v)[CH]) {
   return s;
 }
 
-// The sum of squared deviations from `mean` of one thread's part of a tile (chunk c is
-// group gb + c * stride), over the elements that exist.
+// The sums of d = x - k and d^2 over the elements of one thread's part of a tile that exist
+// (chunk c is group gb + c * stride).
 template <bool AL, int CH>
-__device__ __forceinline__ float part_sq_dev(Vec (&v)[CH], int gb, int stride, int g1, int cols, float mean) {
-  float q = 0.f;
+__device__ __forceinline__ float2 part_shift_sums(Vec (&v)[CH], int gb, int stride, int g1, int cols, float k0) {
+  float q1 = 0.f, q2 = 0.f;
 #pragma unroll
   for (int c = 0; c < CH; ++c) {
     const int nv = kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
@@ -105,12 +105,22 @@ __device__ __forceinline__ float part_sq_dev(Vec (&v)[CH], int gb, int stride, i
     kv::unpack(v[c], f);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      const float d = f[k] - mean;
-      if (AL ? nv > 0 : k < nv) q = fmaf(d, d, q);
+      const float d = f[k] - k0;
+      if (AL ? nv > 0 : k < nv) {
+        q1 += d;
+        q2 = fmaf(d, d, q2);
+      }
     }
     kv::launder(v[c]);
   }
-  return q;
+  return make_float2(q1, q2);
+}
+
+// The sum of squared deviations from `mean` of one thread's part of a tile (the sum of d
+// is dead code then, and compiled away).
+template <bool AL, int CH>
+__device__ __forceinline__ float part_sq_dev(Vec (&v)[CH], int gb, int stride, int g1, int cols, float mean) {
+  return part_shift_sums<AL, CH>(v, gb, stride, g1, cols, mean).y;
 }
 
 // Statistics of one thread's part of a tile, exact two-pass in registers: the mean of
@@ -133,28 +143,6 @@ __device__ __forceinline__ float row_shift(const T* __restrict__ xr, int cols) {
   const float b = kv::to_float(xr[cols / 2 / VEC * VEC]);
   const float c = kv::to_float(xr[max(cols - VEC, 0)]);
   return fmaxf(fminf(a, b), fminf(fmaxf(a, b), c));
-}
-
-// The sums of d = x - k and d^2 over the elements of one thread's part of a tile that exist.
-template <bool AL, int CH>
-__device__ __forceinline__ float2 part_shift_sums(Vec (&v)[CH], int gb, int stride, int g1, int cols, float k0) {
-  float q1 = 0.f, q2 = 0.f;
-#pragma unroll
-  for (int c = 0; c < CH; ++c) {
-    const int nv = kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
-    float f[VEC];
-    kv::unpack(v[c], f);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      const float d = f[k] - k0;
-      if (AL ? nv > 0 : k < nv) {
-        q1 += d;
-        q2 = fmaf(d, d, q2);
-      }
-    }
-    kv::launder(v[c]);
-  }
-  return make_float2(q1, q2);
 }
 
 // A float2 sum over the block, like block_sum: every thread gets the same bits. `red`
