@@ -33,9 +33,10 @@
 // outlier of its row, else SHIFT=0). It saves one block barrier and one dependent chain
 // of shuffles per row. Rows of more than one tile keep the merges above. Against SHIFT=0
 // in the same calls (H200, seventeenth session, us): 1024 x 4 bf16 at 8192x8192 76.3 ->
-// 73.1 and at 4096x32768 196.9 -> 175.5, f32 at 8192x8192 142.5 -> 138.8; 128 x 4,
-// 256 x 4 and PERSIST within 1% either way (the big blocks gain: their barrier waits on
-// the most warps).
+// 73.1 and at 4096x32768 196.9 -> 175.5, 512 x 2 at 16384x4096 88.8 -> 81.4, f32 at
+// 8192x8192 142.5 -> 138.8: it pays where the reduction weighs most, with 1-4 blocks per
+// SM or 2 chunks per thread. With 8-10 blocks per SM (128 x 4, 256 x 4 at 4096 columns)
+// and with PERSIST, within 1% either way.
 // @kevolve param   BLOCK  1024 512 256 128
 // @kevolve param   VBYTES 16 8 4
 // @kevolve param   CHUNKS 8 4 16 2
