@@ -3,12 +3,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <random>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "app_context.h"
+#include "assignments.h"
 #include "commands.h"
 #include "kevolve/core/hash.h"
 #include "kevolve/core/json_file.h"
@@ -17,7 +16,6 @@
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/rungs.h"
-#include "kevolve/operators/param_ops.h"
 
 namespace fs = std::filesystem;
 
@@ -29,11 +27,9 @@ struct CompileArgs {
   std::string op;
   std::string dtype;
   std::string arch;
-  std::vector<std::string> params;  // K=V overrides
+  AssignmentFlags assign;  // --param, --sweep, --variants, --seed
   std::vector<std::string> files;
-  int variants = 0;
   int jobs = 0;
-  uint64_t seed = 1;
   bool json = false;
   bool quiet = false;
   std::string db;
@@ -49,37 +45,6 @@ struct Item {
   RungResult static_rung;
   size_t request = SIZE_MAX;  // index into the compile batch, when static passed
 };
-
-Result<Assignment> ApplyOverrides(Assignment a, const std::vector<std::string>& overrides) {
-  for (const auto& kv : overrides) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return Status::Error("--param expects NAME=VALUE, got '" + kv + "'");
-    try {
-      size_t used = 0;
-      int64_t v = std::stoll(kv.substr(eq + 1), &used);
-      if (used != kv.size() - eq - 1) throw std::invalid_argument(kv);
-      a[kv.substr(0, eq)] = v;
-    } catch (const std::exception&) {
-      return Status::Error("--param " + kv + ": the value is not an integer");
-    }
-  }
-  return a;
-}
-
-// The default assignment (with overrides) first, then distinct random valid ones.
-std::vector<Assignment> Variants(const CandidateSource& c, const Assignment& first, int n, DType dtype,
-                                 uint64_t seed) {
-  std::vector<Assignment> out = {first};
-  std::set<Assignment> seen = {first};
-  std::mt19937_64 rng(seed);
-  Env constants = {{"sizeof_T", DTypeSize(dtype)}};
-  for (int tries = 0; static_cast<int>(out.size()) < n && tries < 50 * n; ++tries) {
-    auto a = SampleAssignment(c, rng, constants);
-    if (!a.ok()) break;
-    if (seen.insert(*a).second) out.push_back(*a);
-  }
-  return out;
-}
 
 void Record(db::Store& store, const OpSpec& op, DType dtype, const std::string& arch, const Item& it,
             const CompileRequest* req, const CompileResult* res) {
@@ -144,24 +109,11 @@ int Run(const CompileArgs& a) {
     base.file = f;
     base.name = fs::path(f).filename().string();
     base.text = *text;
-    // Parse once to learn the parameter space; the static rung re-checks each variant.
+    // Parse once to learn the parameter space; the static rung re-checks each assignment.
     auto parsed = CandidateSource::Parse(base.text, base.name);
-    Assignment first;
-    if (parsed.ok()) first = parsed->DefaultAssignment();
-    auto over = ApplyOverrides(first, a.params);
-    if (!over.ok()) { PrintError(over.error()); return kExitUsage; }
-    if (parsed.ok()) {
-      for (const auto& [k, v] : *over) {
-        (void)v;
-        if (!parsed->FindParam(k)) {
-          PrintError("--param " + k + ": " + base.name + " has no parameter '" + k + "'");
-          return kExitUsage;
-        }
-      }
-    }
-    std::vector<Assignment> list = {*over};
-    if (parsed.ok() && a.variants > 1) list = Variants(*parsed, *over, a.variants, *dtype, a.seed);
-    for (const auto& asg : list) {
+    auto list = FileAssignments(base.name, parsed, a.assign, *dtype);
+    if (!list.ok()) { PrintError(list.error()); return kExitUsage; }
+    for (const auto& asg : *list) {
       Item it = base;
       it.params = asg;
       it.static_rung = StaticRung(*op, *dtype, it.name, it.text, asg, &it.parsed);
@@ -226,14 +178,20 @@ Handler AddCompileCommand(CLI::App& app) {
       "Examples:\n"
       "  kevolve compile --op softmax configs/ops/softmax/seeds/*.cu\n"
       "  kevolve compile --op softmax --dtype bf16 --param BLOCK=512 my_kernel.cu\n"
-      "  kevolve compile --op softmax --variants 64 configs/ops/softmax/seeds/block_row.cu");
+      "  kevolve compile --op softmax --variants 64 configs/ops/softmax/seeds/block_row.cu\n"
+      "  kevolve compile --op layernorm --dtype bf16 --sweep SHIFT=0,1 --sweep BLOCK=128,256 "
+      "configs/ops/layernorm/seeds/block_row.cu");
   sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
   sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
   sub->add_option("--arch", a->arch, "Real target architecture (default: the GPU's own in its arch-specific form, sm_90a on an H100/H200; sm_90a without a GPU)");
   // One value per use (CLI11 would otherwise take the candidate files that follow too).
-  sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
-  sub->add_option("--variants", a->variants, "Compile N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", a->seed, "Random seed for --variants");
+  sub->add_option("--param", a->assign.params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
+  sub->add_option("--sweep", a->assign.sweeps,
+                  "Compile each file at every value of a parameter: NAME=V1,V2,... (repeatable: the cross "
+                  "product, at most 256 per file)")
+      ->allow_extra_args(false);
+  sub->add_option("--variants", a->assign.variants, "Compile N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", a->assign.seed, "Random seed for --variants");
   sub->add_option("-j,--jobs", a->jobs, "Compile threads (default: all cores)");
   sub->add_option("--db", a->db, "Record candidates and rungs in this database");
   sub->add_flag("--json", a->json, "Machine-readable output");

@@ -2,13 +2,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <random>
-#include <set>
 #include <thread>
 
 #include <unistd.h>
 
 #include "app_context.h"
+#include "assignments.h"
 #include "commands.h"
 #include "kevolve/core/json_file.h"
 #include "kevolve/engine/pipeline.h"
@@ -17,7 +16,6 @@
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/worker.h"
 #include "kevolve/evaluators/worker_pool.h"
-#include "kevolve/operators/param_ops.h"
 
 namespace fs = std::filesystem;
 
@@ -27,10 +25,9 @@ namespace {
 
 struct EvalArgs {
   std::string op, dtype, db, timer = "events", profile_dir;
-  std::vector<std::string> files, params, shapes;
+  std::vector<std::string> files, shapes;
+  AssignmentFlags assign;  // --param, --sweep, --variants (--seed is the input draws' too)
   bool json = false, profile = false, recalibrate = false, no_timing = false;
-  uint64_t seed = 1;
-  int variants = 0;
   double launch_timeout_ms = 2000;
   double timeout_factor = 50;
 };
@@ -126,41 +123,17 @@ int Run(const EvalArgs& a) {
     }
     op->tune = std::move(tune);
   }
+  // --sweep NAME=V1,V2,...: every file at every combination of the swept values (on top of
+  // its defaults and --param), for A/B comparisons in one process, on the same GPU.
+  if (Status st = CheckAssignmentFlags(a.assign); !st.ok()) { PrintError(st.message()); return kExitUsage; }
   std::vector<CandidateInput> inputs;
   for (const auto& f : a.files) {
     auto text = ReadTextFile(f);
     if (!text.ok()) { PrintError(text.error()); return kExitUsage; }
-    CandidateInput in{fs::path(f).filename().string(), *text, {}};
-    if (auto parsed = CandidateSource::Parse(*text, in.name); parsed.ok()) in.params = parsed->DefaultAssignment();
-    auto parsed_in = CandidateSource::Parse(*text, in.name);
-    for (const auto& kv : a.params) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos) { PrintError("--param expects NAME=VALUE"); return kExitUsage; }
-      if (parsed_in.ok() && !parsed_in->FindParam(kv.substr(0, eq))) {
-        PrintError("--param " + kv.substr(0, eq) + ": " + in.name + " has no parameter '" + kv.substr(0, eq) + "'");
-        return kExitUsage;
-      }
-      try {
-        in.params[kv.substr(0, eq)] = std::stoll(kv.substr(eq + 1));
-      } catch (const std::exception&) {
-        PrintError("--param " + kv + ": the value is not an integer");
-        return kExitUsage;
-      }
-    }
-    inputs.push_back(in);
-    // --variants: more distinct random valid assignments of the same file.
-    if (a.variants > 1) {
-      auto parsed = CandidateSource::Parse(*text, in.name);
-      if (!parsed.ok()) continue;
-      std::mt19937_64 rng(a.seed);
-      std::set<Assignment> seen = {in.params};
-      Env constants = {{"sizeof_T", DTypeSize(*dtype)}};
-      for (int tries = 0; static_cast<int>(seen.size()) < a.variants && tries < 50 * a.variants; ++tries) {
-        auto v = SampleAssignment(*parsed, rng, constants);
-        if (!v.ok()) break;
-        if (seen.insert(*v).second) inputs.push_back({in.name, in.text, *v});
-      }
-    }
+    const std::string name = fs::path(f).filename().string();
+    auto list = FileAssignments(name, CandidateSource::Parse(*text, name), a.assign, *dtype);
+    if (!list.ok()) { PrintError(list.error()); return kExitUsage; }
+    for (const auto& asg : *list) inputs.push_back({name, *text, asg});
   }
   if (auto gpus = ListGpus(); !gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
   std::unique_ptr<db::Store> store;
@@ -175,7 +148,7 @@ int Run(const EvalArgs& a) {
   auto& pool = gpu->pool;
   auto& cal = gpu->calibration;
   PipelineOptions po;
-  po.eval.seed = a.seed;
+  po.eval.seed = a.assign.seed;
   po.eval.timing.timer = a.timer;
   po.eval.launch_timeout_ms = a.launch_timeout_ms;
   po.eval.timeout_factor = a.timeout_factor;
@@ -231,7 +204,12 @@ int Run(const EvalArgs& a) {
     if (!a.json && !profiles[li].empty()) std::printf("%s", profiles[li].c_str());
   }
   if (a.json) std::printf("%s\n", out.dump(2).c_str());
-  if (!a.json && ladders.size() > 1) PrintFastest(ladders, DTypeName(*dtype));
+  if (!a.json && ladders.size() > 1) {
+    if (std::string table = MediansTable(ladders); !table.empty())
+      std::printf("medians per shape (%s, us; * the fastest that passed every rung):\n%s", DTypeName(*dtype),
+                  table.c_str());
+    PrintFastest(ladders, DTypeName(*dtype));
+  }
   if (!a.json && ladders.size() > 1)
     std::printf("%zu candidates (%d failed) in %.1f s on %zu GPU(s): %.0f candidates per GPU-minute\n", ladders.size(),
                 failed, wall_s, pool->Devices().size(),
@@ -260,17 +238,23 @@ Handler AddEvalCommand(CLI::App& app) {
       "  kevolve eval --op softmax configs/ops/softmax/seeds/warp_row.cu\n"
       "  kevolve eval --op softmax --dtype bf16 --param WARPS=8 --db kevolve.db my_kernel.cu\n"
       "  kevolve eval --op softmax --json --timer cupti configs/ops/softmax/seeds/*.cu\n"
-      "  kevolve eval --op softmax --dtype bf16 --shape 1024x131072 --shape 256x262144 configs/ops/softmax/seeds/split_row.cu");
+      "  kevolve eval --op softmax --dtype bf16 --shape 1024x131072 --shape 256x262144 configs/ops/softmax/seeds/split_row.cu\n"
+      "  kevolve eval --op layernorm --dtype bf16 --param BLOCK=256 --sweep SHIFT=0,1 --sweep CHUNKS=2,4 \\\n"
+      "      configs/ops/layernorm/seeds/block_row.cu");
   sub->add_option("--op", a->op, "Op whose interface the candidates implement")->required();
   sub->add_option("--dtype", a->dtype, "Element type variant (default: the op's first)");
   // One value per use (CLI11 would otherwise take the candidate files that follow too).
-  sub->add_option("--param", a->params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
+  sub->add_option("--param", a->assign.params, "Override a parameter: NAME=VALUE (repeatable)")->allow_extra_args(false);
+  sub->add_option("--sweep", a->assign.sweeps,
+                  "Evaluate each file at every value of a parameter: NAME=V1,V2,... (repeatable: the cross "
+                  "product, at most 256 per file); ends with a table of medians per shape")
+      ->allow_extra_args(false);
   sub->add_option("--db", a->db, "Record candidates, rungs, timings and calibration in this database");
-  sub->add_option("--seed", a->seed, "Seed of the random input draws");
+  sub->add_option("--seed", a->assign.seed, "Seed of the random input draws (and of --variants)");
   sub->add_option("--timer", a->timer, "events (CUDA events) or cupti (CUPTI kernel records)");
   sub->add_option("--launch-timeout-ms", a->launch_timeout_ms, "Watchdog floor per launch sequence (default 2000)");
   sub->add_option("--timeout-factor", a->timeout_factor, "Watchdog limit as a multiple of the reference's time (default 50)");
-  sub->add_option("--variants", a->variants, "Evaluate N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
+  sub->add_option("--variants", a->assign.variants, "Evaluate N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
   sub->add_option("--shape", a->shapes,
                   "Time (and profile) this shape instead of the op's tune shapes, and check it too, e.g. "
                   "1024x131072 (the op's sizes in order; repeatable; not with --db)")

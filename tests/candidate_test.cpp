@@ -611,5 +611,50 @@ TEST_CASE("Candidate: the shipped softmax seeds parse and validate", "[core]") {
   }
 }
 
+TEST_CASE("ParseParamSweep reads NAME=V1,V2,... and says what is wrong", "[candidate]") {
+  auto sw = ParseParamSweep("BLOCK=128,256,-1");
+  REQUIRE(sw.ok());
+  CHECK(sw->name == "BLOCK");
+  CHECK(sw->values == std::vector<int64_t>{128, 256, -1});
+  auto one = ParseParamSweep("SHIFT=1");
+  REQUIRE(one.ok());
+  CHECK(one->values == std::vector<int64_t>{1});
+  for (const char* bad : {"BLOCK", "=1,2", "BLOCK=", "BLOCK=1,,2", "BLOCK=1,2,", "BLOCK=1x", "BLOCK=1,2,1"}) {
+    INFO(bad);
+    auto r = ParseParamSweep(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().find(std::string("'") + bad + "'") == 0);  // the error quotes the text
+  }
+  CHECK(ParseParamSweep("BLOCK=1,2,1").error().find("the value 1 is given twice") != std::string::npos);
+  CHECK(ParseParamSweep("BLOCK=1,x").error().find("'x' is not an integer value of BLOCK") != std::string::npos);
+}
+
+TEST_CASE("ExpandSweeps makes the cross product on top of the base, first sweep slowest", "[candidate]") {
+  const Assignment base = {{"BLOCK", 256}, {"CHUNKS", 4}, {"VEC", 16}};
+  auto none = ExpandSweeps(base, {}, 8);
+  REQUIRE(none.ok());
+  REQUIRE(none->size() == 1);
+  CHECK((*none)[0] == base);
+
+  auto two = ExpandSweeps(base, {{"SHIFT", {0, 1}}, {"CHUNKS", {2, 8, 4}}}, 6);
+  REQUIRE(two.ok());
+  REQUIRE(two->size() == 6);
+  const std::vector<std::pair<int64_t, int64_t>> order = {{0, 2}, {0, 8}, {0, 4}, {1, 2}, {1, 8}, {1, 4}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    INFO(i);
+    const Assignment& a = (*two)[i];
+    CHECK(a.at("SHIFT") == order[i].first);
+    CHECK(a.at("CHUNKS") == order[i].second);  // the swept value replaces the base's 4
+    CHECK(a.at("BLOCK") == 256);
+    CHECK(a.at("VEC") == 16);
+  }
+  auto big = ExpandSweeps(base, {{"SHIFT", {0, 1}}, {"CHUNKS", {2, 8, 4}}}, 5);
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().find("more than 5 assignments") != std::string::npos);
+  auto twice = ExpandSweeps(base, {{"SHIFT", {0}}, {"SHIFT", {1}}}, 8);
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error() == "SHIFT is swept twice");
+}
+
 }  // namespace
 }  // namespace kevolve

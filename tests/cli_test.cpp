@@ -132,6 +132,52 @@ TEST_CASE("bad input to the run gives a one-line error and exit 2", "[cli]") {
   }
 }
 
+TEST_CASE("kevolve eval and compile --sweep: the cross product, and a bad sweep is one line and exit 2 before any GPU is looked for", "[cli]") {
+  std::string out;
+  const std::string seed = " configs/ops/layernorm/seeds/block_row.cu";
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--sweep SHIFT", "--sweep 'SHIFT': expected NAME=V1,V2,..."},
+           {"--sweep SHIFT=0,one", "'one' is not an integer value of SHIFT"},
+           {"--sweep SHIFT=1,1", "the value 1 is given twice"},
+           {"--sweep NOPE=1,2", "--sweep NOPE: block_row.cu has no parameter 'NOPE'"},
+           {"--sweep SHIFT=0,1 --param SHIFT=1", "--sweep SHIFT: also set by --param SHIFT=1"},
+           {"--sweep SHIFT=0,1 --sweep SHIFT=1,0", "SHIFT is swept twice"},
+           {"--sweep SHIFT=0,1 --variants 4", "--sweep and --variants cannot be combined"},
+           {"--sweep BLOCK=1,2,3,4,5,6,7,8 --sweep CHUNKS=1,2,3,4,5,6,7,8 --sweep VBYTES=1,2,3,4,5",
+            "more than 256 assignments per file"},
+       }) {
+    INFO(c.args);
+    CHECK(RunCommand(Kevolve("eval --op layernorm " + c.args + seed), &out) == 2);
+    INFO(out);
+    CHECK(CountLines(out) == 1);
+    CHECK(out.find(c.says) != std::string::npos);
+  }
+  // kevolve compile takes the same flags (no GPU needed): the cross product, the first sweep
+  // slowest, on top of --param, and the same errors.
+  REQUIRE(RunCommand(Kevolve("compile --op layernorm --dtype bf16 --json --param CHUNKS=8 --sweep SHIFT=0,1 "
+                             "--sweep BLOCK=128,256" + seed), &out) == 0);
+  auto j = nlohmann::json::parse(out);
+  REQUIRE(j.size() == 4);
+  const std::vector<std::pair<int, int>> order = {{0, 128}, {0, 256}, {1, 128}, {1, 256}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    INFO(i);
+    CHECK(j[i]["params"]["SHIFT"] == order[i].first);
+    CHECK(j[i]["params"]["BLOCK"] == order[i].second);
+    CHECK(j[i]["params"]["CHUNKS"] == 8);
+  }
+  CHECK(RunCommand(Kevolve("compile --op layernorm --sweep NOPE=1,2" + seed), &out) == 2);
+  CHECK(out.find("--sweep NOPE: block_row.cu has no parameter 'NOPE'") != std::string::npos);
+  // A good sweep takes one value list per use: the files after it stay files (the command
+  // gets as far as looking for a GPU, exit 3, or runs with one, exit 0).
+  int rc = RunCommand(Kevolve("eval --op layernorm --no-timing --sweep SHIFT=0,1" + seed +
+                              " configs/ops/layernorm/seeds/split_row.cu"), &out);
+  INFO(out);
+  CHECK(rc != 2);
+}
+
 TEST_CASE("kevolve ops lists the shipped ops", "[cli]") {
   std::string out;
   REQUIRE(RunCommand(Kevolve("ops --json"), &out) == 0);

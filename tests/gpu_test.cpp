@@ -519,6 +519,39 @@ TEST_CASE("kevolve eval with several candidates ends with the fastest per shape"
   CHECK(std::stod(pick.substr(pick.find_first_not_of(' ', std::string("512x1024").size()))) == Approx(best).epsilon(1e-3));
 }
 
+TEST_CASE("kevolve eval --sweep times every swept value and ends with a table of medians per shape", "[gpu]") {
+  GpuFixture::Get();
+  const std::string out = KevolveOk("eval --op softmax --dtype f32 --shape 512x1024 --shape 64x1000 "
+                                    "--sweep BLOCK=128,256 configs/ops/softmax/seeds/block_row.cu");
+  INFO(out);
+  // The two ladders, in the sweep's order, each with its median at both shapes.
+  const size_t l128 = out.find("block_row.cu [BLOCK=128,");
+  const size_t l256 = out.find("block_row.cu [BLOCK=256,");
+  REQUIRE(l128 != std::string::npos);
+  REQUIRE(l256 != std::string::npos);
+  CHECK(l128 < l256);
+  auto median = [&](size_t from, const std::string& shape) {
+    const std::string key = "[timing] ok " + shape + " median_us=";
+    const size_t p = out.find(key, from) + key.size();
+    return out.substr(p, out.find(' ', p) - p);
+  };
+  const size_t at = out.find("medians per shape (f32, us; * the fastest that passed every rung):\n");
+  REQUIRE(at != std::string::npos);
+  const std::string table = out.substr(at, out.find("fastest per shape", at) - at);
+  // One row per swept value, labelled by it, showing the medians its ladder printed.
+  for (const auto& [label, from] : {std::pair<std::string, size_t>{"block_row.cu [BLOCK=128]", l128},
+                                    std::pair<std::string, size_t>{"block_row.cu [BLOCK=256]", l256}}) {
+    INFO(label);
+    const size_t row = table.find(label);
+    REQUIRE(row != std::string::npos);
+    const std::string line = table.substr(row, table.find('\n', row) - row);
+    CHECK(line.find(" " + median(from, "512x1024")) != std::string::npos);
+    CHECK(line.find(" " + median(from, "64x1000")) != std::string::npos);
+  }
+  // One star per shape.
+  CHECK(std::count(table.begin(), table.end(), '*') == 2 + 1);  // and the one in the header line
+}
+
 TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes every artifact", "[gpu]") {
   GpuFixture::Get();
   auto dir = testing::MakeTempDir("gpurun");

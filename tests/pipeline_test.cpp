@@ -78,5 +78,50 @@ TEST_CASE("FastestPerShape is empty when no ladder passed", "[engine]") {
   CHECK(best[0].fraction == 0.0);
 }
 
+TEST_CASE("MediansTable shows every candidate at every shape, the fastest marked, sweeps by their values", "[engine]") {
+  std::vector<Ladder> ls;
+  ls.push_back(MakeLadder("k.cu", {{"64x64", 20.0}, {"128x128", 50.25}}));
+  ls.back().input.params = {{"BLOCK", 256}, {"SHIFT", 0}};
+  ls.push_back(MakeLadder("k.cu", {{"64x64", 25.0}, {"128x128", 40.0}}));
+  ls.back().input.params = {{"BLOCK", 256}, {"SHIFT", 1}};
+  ls.push_back(MakeLadder("k.cu", {{"64x64", 1.0}}, false));  // fastest, but wrong
+  ls.back().input.params = {{"BLOCK", 512}, {"SHIFT", 1}};
+  ls.push_back(MakeLadder("other.cu", {{"256x256", 7.5}}));
+  ls.back().input.params = {{"WARPS", 4}};
+
+  const std::string t = MediansTable(ls);
+  INFO(t);
+  std::vector<std::string> lines;
+  for (size_t a = 0, b; a < t.size(); a = b + 1) {
+    b = t.find('\n', a);
+    REQUIRE(b != std::string::npos);  // every line ends
+    lines.push_back(t.substr(a, b - a));
+  }
+  REQUIRE(lines.size() == 5);
+  // Columns in the order first timed.
+  CHECK(lines[0].find("candidate") != std::string::npos);
+  CHECK(lines[0].find("64x64") < lines[0].find("128x128"));
+  CHECK(lines[0].find("128x128") < lines[0].find("256x256"));
+  // k.cu's rows name the parameters that vary between them, and only those.
+  CHECK(lines[1].find("k.cu [BLOCK=256,SHIFT=0]") != std::string::npos);
+  CHECK(lines[2].find("k.cu [BLOCK=256,SHIFT=1]") != std::string::npos);
+  CHECK(lines[3].find("k.cu [BLOCK=512,SHIFT=1]") != std::string::npos);
+  CHECK(lines[4].find("other.cu ") != std::string::npos);
+  CHECK(lines[4].find("WARPS") == std::string::npos);
+  // The fastest passing median per shape carries the star; the failed row shows its status.
+  CHECK(lines[1].find("20*") != std::string::npos);
+  CHECK(lines[1].find("50.25 ") != std::string::npos);
+  CHECK(lines[2].find("25 ") != std::string::npos);
+  CHECK(lines[2].find("40*") != std::string::npos);
+  CHECK(lines[3].find("failed_correctness") != std::string::npos);
+  CHECK(lines[3].find('*') == std::string::npos);
+  CHECK(lines[4].find("7.5*") != std::string::npos);
+  // Shapes a row did not time show "-"; the numbers line up under their shape.
+  CHECK(lines[1].find(" -") != std::string::npos);
+  CHECK(lines[0].find("64x64") + 5 == lines[1].find("20*") + 2);
+  CHECK(MediansTable({}).empty());
+  CHECK(MediansTable({Ladder{}}).empty());
+}
+
 }  // namespace
 }  // namespace kevolve

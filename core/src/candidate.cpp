@@ -364,6 +364,62 @@ std::string AssignmentString(const Assignment& a) {
   return s;
 }
 
+Result<ParamSweep> ParseParamSweep(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return Status::Error("'" + text + "': expected NAME=V1,V2,... (e.g. BLOCK=128,256)");
+  ParamSweep sw;
+  sw.name = text.substr(0, eq);
+  const std::string list = text.substr(eq + 1);
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      return Status::Error("'" + text + "': '" + item + "' is not an integer value of " + sw.name);
+    if (std::find(sw.values.begin(), sw.values.end(), v) != sw.values.end())
+      return Status::Error("'" + text + "': the value " + item + " is given twice");
+    sw.values.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return sw;
+}
+
+Result<std::vector<Assignment>> ExpandSweeps(const Assignment& base, const std::vector<ParamSweep>& sweeps,
+                                             size_t max_assignments) {
+  size_t total = 1;
+  for (size_t i = 0; i < sweeps.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (sweeps[j].name == sweeps[i].name) return Status::Error(sweeps[i].name + " is swept twice");
+    if (sweeps[i].values.empty()) return Status::Error(sweeps[i].name + " has no values to sweep");
+    total *= sweeps[i].values.size();
+    if (total > max_assignments)
+      return Status::Error("the sweeps make more than " + std::to_string(max_assignments) +
+                           " assignments per file; sweep fewer values");
+  }
+  std::vector<Assignment> out = {base};
+  for (const auto& sw : sweeps) {
+    std::vector<Assignment> next;
+    next.reserve(out.size() * sw.values.size());
+    for (const auto& a : out)
+      for (int64_t v : sw.values) {
+        Assignment b = a;
+        b[sw.name] = v;
+        next.push_back(std::move(b));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
 namespace {
 
 // The requirement reads only parameters (and constants), so it can be checked early.

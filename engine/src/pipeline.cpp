@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "kevolve/core/hash.h"
 #include "kevolve/core/json_file.h"
@@ -35,6 +37,67 @@ std::vector<ShapeBest> FastestPerShape(const std::vector<Ladder>& ladders) {
     }
   }
   return best;
+}
+
+std::string MediansTable(const std::vector<Ladder>& ladders) {
+  std::vector<std::string> shapes;
+  for (const auto& l : ladders)
+    for (const auto& t : l.timings)
+      if (std::find(shapes.begin(), shapes.end(), t.shape) == shapes.end()) shapes.push_back(t.shape);
+  if (shapes.empty()) return "";
+  std::map<std::string, size_t> best;  // shape -> ladder index
+  for (const auto& b : FastestPerShape(ladders)) best[b.shape] = b.ladder;
+  // The parameters that vary between the ladders of one file.
+  std::map<std::string, std::set<std::string>> varying;
+  for (const auto& a : ladders)
+    for (const auto& b : ladders) {
+      if (&a == &b || a.input.name != b.input.name) continue;
+      for (const auto& [k, v] : a.input.params) {
+        auto it = b.input.params.find(k);
+        if (it == b.input.params.end() || it->second != v) varying[a.input.name].insert(k);
+      }
+    }
+  std::vector<std::string> labels;
+  size_t label_w = 9;
+  for (const auto& l : ladders) {
+    std::string label = l.input.name;
+    std::string params;
+    for (const auto& k : varying[l.input.name])
+      if (auto it = l.input.params.find(k); it != l.input.params.end())
+        params += (params.empty() ? "" : ",") + k + "=" + std::to_string(it->second);
+    if (!params.empty()) label += " [" + params + "]";
+    label_w = std::max(label_w, label.size());
+    labels.push_back(label);
+  }
+  std::vector<size_t> col_w;
+  for (const auto& s : shapes) col_w.push_back(std::max<size_t>(s.size(), 9));
+  auto pad_left = [](const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; };
+  auto pad_right = [](const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); };
+  std::string out = "  " + pad_right("candidate", label_w);
+  for (size_t c = 0; c < shapes.size(); ++c) out += "  " + pad_left(shapes[c], col_w[c]) + " ";
+  out += "\n";
+  for (size_t i = 0; i < ladders.size(); ++i) {
+    const Ladder& l = ladders[i];
+    out += "  " + pad_right(labels[i], label_w);
+    if (!l.ok()) {
+      out += "  " + l.status() + "\n";
+      continue;
+    }
+    for (size_t c = 0; c < shapes.size(); ++c) {
+      auto t = std::find_if(l.timings.begin(), l.timings.end(), [&](const ShapeTiming& x) { return x.shape == shapes[c]; });
+      std::string cell = "-";
+      if (t != l.timings.end()) {
+        char b[32];
+        std::snprintf(b, sizeof(b), "%.4g", t->median_us);
+        cell = b;
+      }
+      auto bi = best.find(shapes[c]);
+      const bool star = bi != best.end() && bi->second == i;
+      out += "  " + pad_left(cell, col_w[c]) + (star ? "*" : " ");
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 std::string Ladder::status() const {

@@ -101,6 +101,20 @@ Status CheckRequirements(const CandidateSource& c, const Assignment& a, const En
 // "BLOCK=256,VEC=4" in name order (stable, used in hashes and logs).
 std::string AssignmentString(const Assignment& a);
 
+// A parameter sweep, as `kevolve eval --sweep NAME=V1,V2,...` takes it.
+struct ParamSweep {
+  std::string name;
+  std::vector<int64_t> values;  // in the order given, no repeats
+};
+// Parses "NAME=V1,V2,...": integer values, at least one, none repeated. Errors say what is
+// wrong with the text.
+Result<ParamSweep> ParseParamSweep(const std::string& text);
+// `base` with each sweep's parameter set to each of its values: the cross product, the
+// first sweep varying slowest and the last fastest. No sweeps give {base}. An error when
+// the product has more than `max_assignments` assignments, or a name is swept twice.
+Result<std::vector<Assignment>> ExpandSweeps(const Assignment& base, const std::vector<ParamSweep>& sweeps,
+                                             size_t max_assignments);
+
 }  // namespace kevolve
 
 namespace kevolve {

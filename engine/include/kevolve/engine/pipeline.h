@@ -57,6 +57,14 @@ struct ShapeBest {
 };
 std::vector<ShapeBest> FastestPerShape(const std::vector<Ladder>& ladders);
 
+// Every candidate's median at every timed shape: a text table with one row per ladder and
+// one column per shape (in the order first timed), values in us, the fastest median of
+// each column among the ladders that passed every rung marked '*'. A ladder that failed
+// shows its status() instead. Rows are labelled by the file name, plus the parameters
+// whose values differ between the ladders of that file (so a sweep reads as its swept
+// values). "" when nothing was timed.
+std::string MediansTable(const std::vector<Ladder>& ladders);
+
 struct PipelineOptions {
   std::string arch;             // default: the first device's, else sm_90
   EvalOptions eval;
