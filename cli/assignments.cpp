@@ -80,8 +80,10 @@ Result<std::vector<Assignment>> FileAssignments(const std::string& name, const R
       if (!parsed->FindParam(sw.name))
         return Status::Error("--sweep " + sw.name + ": " + name + " has no parameter '" + sw.name + "'");
   }
+  // A file whose directives do not parse fails its static rung once, not once per value.
+  if (!parsed.ok()) return std::vector<Assignment>{*base};
   if (!sweeps->empty()) return ExpandSweeps(*base, *sweeps, kMaxSweepAssignments);
-  if (parsed.ok() && f.variants > 1) return Variants(*parsed, *base, f.variants, dtype, f.seed);
+  if (f.variants > 1) return Variants(*parsed, *base, f.variants, dtype, f.seed);
   return std::vector<Assignment>{*base};
 }
 

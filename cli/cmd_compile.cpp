@@ -93,6 +93,8 @@ int Run(const CompileArgs& a) {
     return kExitUsage;
   }
 
+  // Bad --param/--sweep/--variants flags stop the command before a database is created.
+  if (Status st = CheckAssignmentFlags(a.assign); !st.ok()) { PrintError(st.message()); return kExitUsage; }
   std::unique_ptr<db::Store> store;
   if (!a.db.empty()) {
     auto s = db::OpenSqliteStore(a.db);

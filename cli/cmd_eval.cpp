@@ -124,7 +124,8 @@ int Run(const EvalArgs& a) {
     op->tune = std::move(tune);
   }
   // --sweep NAME=V1,V2,...: every file at every combination of the swept values (on top of
-  // its defaults and --param), for A/B comparisons in one process, on the same GPU.
+  // its defaults and --param), for A/B comparisons in one process (spread over the visible
+  // GPUs like any candidates: CUDA_VISIBLE_DEVICES=0 keeps an A/B on one device).
   if (Status st = CheckAssignmentFlags(a.assign); !st.ok()) { PrintError(st.message()); return kExitUsage; }
   std::vector<CandidateInput> inputs;
   for (const auto& f : a.files) {

@@ -1,6 +1,9 @@
 // The kevolve command as a user runs it, on a machine that may have no GPU.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -168,6 +171,22 @@ TEST_CASE("kevolve eval and compile --sweep: the cross product, and a bad sweep 
     CHECK(j[i]["params"]["BLOCK"] == order[i].second);
     CHECK(j[i]["params"]["CHUNKS"] == 8);
   }
+  // Blanks around a value are fine, within one not.
+  CHECK(RunCommand(Kevolve("compile --op layernorm -q --sweep 'SHIFT=0, 1'" + seed), &out) == 0);
+  CHECK(RunCommand(Kevolve("compile --op layernorm -q --sweep 'SHIFT=0 1'" + seed), &out) == 2);
+  CHECK(out.find("'0 1' is not an integer value of SHIFT") != std::string::npos);
+  // A bad sweep stops compile before its --db is created.
+  const std::string db = (testing::MakeTempDir("sweepdb") / "new.db").string();
+  CHECK(RunCommand(Kevolve("compile --op layernorm --db '" + db + "' --sweep SHIFT" + seed), &out) == 2);
+  CHECK_FALSE(std::filesystem::exists(db));
+  // A file whose directives do not parse fails its static rung once, not once per value.
+  const auto bad = testing::MakeTempDir("sweepbad") / "bad.cu";
+  {
+    std::ofstream f(bad);
+    f << "// @kevolve param SHIFT 0 1\n// @kevolve launch k grid=rows block=NOPE(\n";
+  }
+  CHECK(RunCommand(Kevolve("compile --op layernorm --json --sweep SHIFT=0,1 '" + bad.string() + "'"), &out) == 1);
+  CHECK(nlohmann::json::parse(out).size() == 1);
   CHECK(RunCommand(Kevolve("compile --op layernorm --sweep NOPE=1,2" + seed), &out) == 2);
   CHECK(out.find("--sweep NOPE: block_row.cu has no parameter 'NOPE'") != std::string::npos);
   // A good sweep takes one value list per use: the files after it stay files (the command

@@ -123,5 +123,30 @@ TEST_CASE("MediansTable shows every candidate at every shape, the fastest marked
   CHECK(MediansTable({Ladder{}}).empty());
 }
 
+TEST_CASE("MediansTable stars every tie, numbers rows that read the same, keeps a late failure's medians", "[engine]") {
+  std::vector<Ladder> ls;
+  ls.push_back(MakeLadder("k.cu", {{"64x64", 20.0}}));
+  ls.push_back(MakeLadder("k.cu", {{"64x64", 20.0}}));  // the same file twice, the same time
+  ls.push_back(MakeLadder("k.cu", {{"64x64", 20.0004}}));  // prints as 20 too, but is slower
+  Ladder late = MakeLadder("late.cu", {{"64x64", 5.0}});
+  late.rungs.back().ok = false;  // failed after timing (here: the fitness rung)
+  ls.push_back(late);
+  const std::string t = MediansTable(ls);
+  INFO(t);
+  std::vector<std::string> lines;
+  for (size_t a = 0, b; (b = t.find('\n', a)) != std::string::npos; a = b + 1) lines.push_back(t.substr(a, b - a));
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[1].find("k.cu #1") != std::string::npos);
+  CHECK(lines[2].find("k.cu #2") != std::string::npos);
+  CHECK(lines[3].find("k.cu #3") != std::string::npos);
+  CHECK(lines[1].find("20*") != std::string::npos);
+  CHECK(lines[2].find("20*") != std::string::npos);
+  CHECK(lines[3].find('*') == std::string::npos);
+  // The late failure shows its median, no star (5 us is not a pick), then its status.
+  CHECK(lines[4].find(" 5 ") != std::string::npos);
+  CHECK(lines[4].find('*') == std::string::npos);
+  CHECK(lines[4].find("failed_fitness") > lines[4].find(" 5 "));
+}
+
 }  // namespace
 }  // namespace kevolve

@@ -374,7 +374,10 @@ Result<ParamSweep> ParseParamSweep(const std::string& text) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    // Blanks around a value are allowed ("0, 1"), within it not.
+    const size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
     size_t used = 0;
     int64_t v = 0;
     try {

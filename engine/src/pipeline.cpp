@@ -45,8 +45,8 @@ std::string MediansTable(const std::vector<Ladder>& ladders) {
     for (const auto& t : l.timings)
       if (std::find(shapes.begin(), shapes.end(), t.shape) == shapes.end()) shapes.push_back(t.shape);
   if (shapes.empty()) return "";
-  std::map<std::string, size_t> best;  // shape -> ladder index
-  for (const auto& b : FastestPerShape(ladders)) best[b.shape] = b.ladder;
+  std::map<std::string, double> best;  // shape -> the fastest passing median (ties all get the star)
+  for (const auto& b : FastestPerShape(ladders)) best[b.shape] = b.median_us;
   // The parameters that vary between the ladders of one file.
   std::map<std::string, std::set<std::string>> varying;
   for (const auto& a : ladders)
@@ -66,9 +66,18 @@ std::string MediansTable(const std::vector<Ladder>& ladders) {
       if (auto it = l.input.params.find(k); it != l.input.params.end())
         params += (params.empty() ? "" : ",") + k + "=" + std::to_string(it->second);
     if (!params.empty()) label += " [" + params + "]";
-    label_w = std::max(label_w, label.size());
     labels.push_back(label);
   }
+  // Rows that would read the same (one file given twice, or two files of one name from
+  // different folders) are numbered in order: "k.cu #1", "k.cu #2".
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (std::count(labels.begin(), labels.end(), labels[i]) < 2) continue;
+    const std::string same = labels[i];
+    int n = 0;
+    for (auto& l : labels)
+      if (l == same) l += " #" + std::to_string(++n);
+  }
+  for (const auto& l : labels) label_w = std::max(label_w, l.size());
   std::vector<size_t> col_w;
   for (const auto& s : shapes) col_w.push_back(std::max<size_t>(s.size(), 9));
   auto pad_left = [](const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; };
@@ -79,10 +88,12 @@ std::string MediansTable(const std::vector<Ladder>& ladders) {
   for (size_t i = 0; i < ladders.size(); ++i) {
     const Ladder& l = ladders[i];
     out += "  " + pad_right(labels[i], label_w);
-    if (!l.ok()) {
+    if (!l.ok() && l.timings.empty()) {
       out += "  " + l.status() + "\n";
       continue;
     }
+    // A ladder that failed after timing (the profile rung, a suspect time) keeps its
+    // medians, without stars, and its status after them.
     for (size_t c = 0; c < shapes.size(); ++c) {
       auto t = std::find_if(l.timings.begin(), l.timings.end(), [&](const ShapeTiming& x) { return x.shape == shapes[c]; });
       std::string cell = "-";
@@ -92,9 +103,10 @@ std::string MediansTable(const std::vector<Ladder>& ladders) {
         cell = b;
       }
       auto bi = best.find(shapes[c]);
-      const bool star = bi != best.end() && bi->second == i;
+      const bool star = l.ok() && t != l.timings.end() && bi != best.end() && t->median_us == bi->second;
       out += "  " + pad_left(cell, col_w[c]) + (star ? "*" : " ");
     }
+    if (!l.ok()) out += "  " + l.status();
     out += "\n";
   }
   return out;

@@ -59,10 +59,11 @@ std::vector<ShapeBest> FastestPerShape(const std::vector<Ladder>& ladders);
 
 // Every candidate's median at every timed shape: a text table with one row per ladder and
 // one column per shape (in the order first timed), values in us, the fastest median of
-// each column among the ladders that passed every rung marked '*'. A ladder that failed
-// shows its status() instead. Rows are labelled by the file name, plus the parameters
-// whose values differ between the ladders of that file (so a sweep reads as its swept
-// values). "" when nothing was timed.
+// each column among the ladders that passed every rung marked '*' (every one of them, on
+// a tie). A ladder that failed shows its status() instead, after its medians when it
+// failed after timing. Rows are labelled by the file name, plus the parameters whose
+// values differ between the ladders of that file (so a sweep reads as its swept values),
+// numbered "#1", "#2" where two rows would read the same. "" when nothing was timed.
 std::string MediansTable(const std::vector<Ladder>& ladders);
 
 struct PipelineOptions {
