@@ -11,13 +11,21 @@
 // (split_row also adds up x - m to correct m; in f32 that correction changes M2 by
 // count * (u m)^2, about 1e-11 of it at the op's mean-to-spread ratio of 60, and leaving
 // it out was 1-3% faster.)
-// Warp 0 (control) bulk-copies slices into a ring of SLOTS shared-memory slots, merges the
+// Warp 0 (control; two warps with LW, below) bulk-copies slices into a ring of SLOTS shared-memory slots, merges the
 // consumers' triples (kv::merge_lanes) and publishes the slice's (mean, M2), then gathers the
 // row of the slice GLAG steps back (its P pairs, each lane its parts in order with Chan's
 // formula, then kv::merge_lanes: every slice of a row gets the same bits) and hands
 // (mean, rstd) to the consumers, who write their share of slice s - LAGS from shared
 // memory, w and b read with 16-byte loads through the read-only path. x is read from DRAM
 // once, never from L2 again.
+// LW=1 (the default): warp 0 only loads (refilling each slot as soon as the consumers release
+// it), warp 1 is the control warp and the consumers are warps 2..CW + 1, as in softmax's
+// slice_row (see there for why). Layernorm gains most of the three: its consumers take
+// about twice rmsnorm's instructions per element, so its step was the longest chain.
+// Measured (H200, eighteenth session, kevolve eval --sweep LW=0,1, us, 1024x131072 /
+// 256x262144 / 4096x32768): bf16 STAY 193.6 / 93.0 / 187.1 -> 168.8 / 90.8 / 162.4, bf16 3 x 8
+// warps 186.7 / 94.3 / 187.7 -> 170.7 / 91.8 / 173.9, f16 STAY 192.2 / 91.4 / 186.3 -> 168.8 /
+// 91.0 / 163.3, f32 STAY 291.4 / 151.7 / 305.8 -> 289.4 / 148.1 / 293.7.
 // Measured (kevolve eval, H200, thirteenth session, us, 1024x131072 / 256x262144;
 // split_row's BLOCK 128 CHUNK 16 preset in the same calls: f32 345.2-347.0 / 179.4-180.2,
 // bf16 184.1-185.3 / 96.7-97.5, f16 194.2-194.4 / 100.6): this seed at its first preset,
@@ -86,13 +94,14 @@
 // @kevolve param   PF     0 1
 // @kevolve param   STAY   0 1
 // @kevolve param   SHIFT  1 0
+// @kevolve param   LW     1 0
 // Presets (tried in generation 0): f32 1024x131072 two-pass (thirteenth session), and the
 // sixteenth session's SHIFT picks (every dtype with STAY; bf16/f16 at 1024x131072):
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 PF=1 SHIFT=0
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1 SHIFT=1
 // @kevolve preset  BPS=3 CW=8 SLOT=16 SLOTS=4 LAGS=2 GLAG=1 PF=0 SHIFT=1
 // @kevolve require SLOTS * SLOT * BPS <= 208
-// @kevolve require (CW + 1) * 32 * BPS <= 1024
+// @kevolve require (CW + 1 + LW) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
 // @kevolve require GLAG <= LAGS
 // @kevolve require SLOT <= CW * 8
@@ -104,12 +113,12 @@
 // @kevolve require STAY == 0 || PF == 0
 // @kevolve entry   layernorm_slice
 // @kevolve grid    STAY && ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) <= num_sms * BPS ? num_sms * BPS / ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) * ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) : num_sms * BPS
-// @kevolve block   (CW + 1) * 32
+// @kevolve block   (CW + 1 + LW) * 32
 // @kevolve smem    SLOTS * SLOT * 1024
 // @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
 typedef kv::Group<16> Vec;
-#define NT ((CW + 1) * 32)
+#define NT ((CW + 1 + LW) * 32)
 // The write loop's unroll: 2 in f32; in bf16/f16 (x, w and b unpacked to 24 floats a group)
 // an unroll of 2 spilled at the 72-register cap of 2 blocks of 416 threads.
 #define WUNROLL (KV_SIZEOF_T == 4 ? 2 : 1)
@@ -252,8 +261,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::mbar_wait(&empty[s % SLOTS], phase(s));
         fill(s + SLOTS);
       }
-    } else {
-      const int cw = warp - 1;
+    } else if (warp > LW) {
+      const int cw = warp - 1 - LW;
       for (int s = 0; s < steps; ++s) {
         int r0, nr;
         kv::slice_rows(sg, s, rows, r0, nr);
@@ -280,30 +289,41 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     return;
   }
 
+  // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with 0.
+  auto fill = [&](int s) {
+#if SHIFT
+    int row, c0, n;
+    kv::slice_at(sg, s, row, c0, n, cols);
+    const T* const xr = x + (size_t)row * cols;
+    if (al) {  // the slice and the shift's three groups, on one mbarrier
+      if (lane == 0) {
+        unsigned long long* bar = &full[s % SLOTS];
+        kv::mbar_expect(bar, (unsigned)(n * sizeof(T)) + 48u);
+        if (n > 0) kv::bulk_load(slot_ptr(s), xr + c0, (unsigned)(n * sizeof(T)), bar);
+        kv::bulk_load(&kgrp[s % SLOTS][0], xr, 16u, bar);
+        kv::bulk_load(&kgrp[s % SLOTS][1], xr + kc1, 16u, bar);
+        kv::bulk_load(&kgrp[s % SLOTS][2], xr + kc2, 16u, bar);
+      }
+      return;
+    }
+    if (lane < 3) kgrp[s % SLOTS][lane].v[0] = xr[lane == 0 ? 0 : lane == 1 ? kc1 : kc2];  // released by slice_fill's arrive
+#endif
+    kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
+  };
+#if LW
+  if (warp == 0) {
+    // ---- loader warp (LW): refills each slot as soon as the consumers have released it ----
+    for (int s = 0; s < steps; ++s) {
+      if (s >= SLOTS) kv::mbar_wait(&empty[s % SLOTS], phase(s - SLOTS));
+      fill(s);
+    }
+  } else if (warp == 1) {
+    // ---- control warp: the statistics exchange (LW: no fills) ----
+#else
   if (warp == 0) {
     // ---- control warp ----
-    // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with 0.
-    auto fill = [&](int s) {
-#if SHIFT
-      int row, c0, n;
-      kv::slice_at(sg, s, row, c0, n, cols);
-      const T* const xr = x + (size_t)row * cols;
-      if (al) {  // the slice and the shift's three groups, on one mbarrier
-        if (lane == 0) {
-          unsigned long long* bar = &full[s % SLOTS];
-          kv::mbar_expect(bar, (unsigned)(n * sizeof(T)) + 48u);
-          if (n > 0) kv::bulk_load(slot_ptr(s), xr + c0, (unsigned)(n * sizeof(T)), bar);
-          kv::bulk_load(&kgrp[s % SLOTS][0], xr, 16u, bar);
-          kv::bulk_load(&kgrp[s % SLOTS][1], xr + kc1, 16u, bar);
-          kv::bulk_load(&kgrp[s % SLOTS][2], xr + kc2, 16u, bar);
-        }
-        return;
-      }
-      if (lane < 3) kgrp[s % SLOTS][lane].v[0] = xr[lane == 0 ? 0 : lane == 1 ? kc1 : kc2];  // released by slice_fill's arrive
-#endif
-      kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
-    };
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+#endif
     for (int s = 0; s < steps + LAGS; ++s) {
       // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
       // overlaps the merge of slice s.
@@ -368,16 +388,18 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::mbar_arrive(&finr[t % SLOTS]);
         }
       }
+#if !LW
       // Refill the slot the consumers wrote one step earlier (most likely done by now).
       const int u = s - LAGS - 1;
       if (u >= 0 && u + SLOTS < steps) {
         kv::mbar_wait(&empty[u % SLOTS], phase(u));
         fill(u + SLOTS);
       }
+#endif
     }
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
-    const int cw = warp - 1;
+    const int cw = warp - 1 - LW;
 #if STAY
     // STAY: with G a multiple of P (the launch makes it so where it can), every slice of
     // this block is part blockIdx.x % P of its row, so this lane's groups of w and b are

@@ -2,13 +2,20 @@
 // (see there for the design, the barriers and the forward-progress argument) with a sum
 // of squares per slice. A persistent grid (BPS blocks per SM, all resident); rows are cut
 // into P slices of at most SLOT KiB (kv::slice_grid), slice j = row * P + part belonging
-// to block j % G at its step j / G. Warp 0 (control) bulk-copies slices into a ring of
+// to block j % G at its step j / G. Warp 0 (control; two warps with LW, below) bulk-copies slices into a ring of
 // SLOTS shared-memory slots, adds the consumer warps' sums of squares of each slice and
 // publishes the slice's sum, then gathers the row of the slice GLAG steps back (its P
 // sums, in part order: every slice of a row gets the same bits) and hands rsqrt(sum / cols
 // + eps) to the consumers. Warps 1..CW (consumers) reduce their share of slice s, then
 // write their share of slice s - LAGS from shared memory, w read with 16-byte loads
 // through the read-only path. x is read from DRAM once, never from L2 again.
+// LW=1 (the default): warp 0 only loads (refilling each slot as soon as the consumers release
+// it), warp 1 is the control warp and the consumers are warps 2..CW + 1, as in softmax's
+// slice_row (see there for why). Measured (H200, eighteenth session, kevolve eval --sweep
+// LW=0,1 at the STAY preset, us, 1024x131072 / 256x262144 / 4096x32768): bf16 154.7 / 81.3 /
+// 156.4 -> 153.2 / 79.9 / 153.9, f16 154.1 / 81.2 / 156.0 -> 153.0 / 80.3 / 156.2, f32 289.8 /
+// 148.5 / 296.6 -> 286.6 / 147.7 / 293.6 (rmsnorm's consumers do the least per element, so
+// it gains least).
 // Measured (kevolve eval, H200, twelfth session; split_row's preset in the calls before and
 // after): rmsnorm f32 1024x131072 292.5 us against 312.0-312.1, 256x262144 152.8 against
 // 163.3-163.5, bf16 157.3 and 85.0 against 163.3-163.5 and 87.8-89.0 (BPS 2, CW 12,
@@ -28,6 +35,7 @@
 // @kevolve param   STCS   1 0
 // @kevolve param   BPS    1 2 3
 // @kevolve param   STAY   0 1
+// @kevolve param   LW     1 0
 // Presets (tried in generation 0): the long-row winners of the twelfth session:
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6
 // @kevolve preset  BPS=2 CW=8 SLOT=16 SLOTS=6
@@ -35,19 +43,19 @@
 //   151.9-152.3 / 79.0-79.1, against 291.0-291.4 / 154.4 and 158.1-159.1 / 84.8-85.7):
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1
 // @kevolve require SLOTS * SLOT * BPS <= 208
-// @kevolve require (CW + 1) * 32 * BPS <= 1024
+// @kevolve require (CW + 1 + LW) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
 // @kevolve require GLAG <= LAGS
 // STAY holds MAXG groups of w a lane for the whole launch (at most 4):
 // @kevolve require STAY == 0 || SLOT * 2 <= CW * 4
 // @kevolve entry   rmsnorm_slice
 // @kevolve grid    STAY && ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) <= num_sms * BPS ? num_sms * BPS / ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) * ceil_div(align_up(cols, 16 / sizeof_T), SLOT * 1024 / sizeof_T) : num_sms * BPS
-// @kevolve block   (CW + 1) * 32
+// @kevolve block   (CW + 1 + LW) * 32
 // @kevolve smem    SLOTS * SLOT * 1024
 // @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
 typedef kv::Group<16> Vec;
-#define NT ((CW + 1) * 32)
+#define NT ((CW + 1 + LW) * 32)
 #if STAY
 // The most groups a lane holds: a slot's SLOT * 64 groups over CW * 32 lanes.
 #define MAXG ((SLOT * 64 + CW * 32 - 1) / (CW * 32))
@@ -86,8 +94,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::mbar_wait(&empty[s % SLOTS], phase(s));
         fill(s + SLOTS);
       }
-    } else {
-      const int cw = warp - 1;
+    } else if (warp > LW) {
+      const int cw = warp - 1 - LW;
       for (int s = 0; s < steps; ++s) {
         int r0, nr;
         kv::slice_rows(sg, s, rows, r0, nr);
@@ -119,13 +127,24 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     return;
   }
 
+  // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with 0.
+  auto fill = [&](int s) {
+    kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
+  };
+#if LW
+  if (warp == 0) {
+    // ---- loader warp (LW): refills each slot as soon as the consumers have released it ----
+    for (int s = 0; s < steps; ++s) {
+      if (s >= SLOTS) kv::mbar_wait(&empty[s % SLOTS], phase(s - SLOTS));
+      fill(s);
+    }
+  } else if (warp == 1) {
+    // ---- control warp: the statistics exchange (LW: no fills) ----
+#else
   if (warp == 0) {
     // ---- control warp ----
-    // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with 0.
-    auto fill = [&](int s) {
-      kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
-    };
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+#endif
     for (int s = 0; s < steps + LAGS; ++s) {
       // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
       // overlaps the merge of slice s.
@@ -165,16 +184,18 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::mbar_arrive(&finr[t % SLOTS]);
         }
       }
+#if !LW
       // Refill the slot the consumers wrote one step earlier (most likely done by now).
       const int u = s - LAGS - 1;
       if (u >= 0 && u + SLOTS < steps) {
         kv::mbar_wait(&empty[u % SLOTS], phase(u));
         fill(u + SLOTS);
       }
+#endif
     }
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
-    const int cw = warp - 1;
+    const int cw = warp - 1 - LW;
 #if STAY
     // STAY: with G a multiple of P (the launch makes it so where it can), every slice of
     // this block is part blockIdx.x % P of its row, so this lane's groups of w are the same

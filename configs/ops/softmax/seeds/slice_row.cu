@@ -3,7 +3,7 @@
 // in its loop. Rows are cut into P slices of at most SLOT KiB (kv::slice_grid); slice
 // j = row * P + part belongs to block j % G at its step j / G. Each block keeps a ring of
 // SLOTS slices in shared memory, filled by bulk copies (cp.async.bulk on mbarriers).
-// Warp 0 (control) issues the copies, merges the consumer warps' (max, sum) pairs of each
+// Warp 0 (control; two warps with LW, below) issues the copies, merges the consumer warps' (max, sum) pairs of each
 // slice into the slice's pair and publishes it (a self-flagging 64-bit slot, as in
 // split_row), then gathers the row of the slice GLAG steps back (its P slots, in part
 // order, so every slice of a row gets the same bits) and hands (max, 1/sum) to the
@@ -12,6 +12,17 @@
 // They meet only through mbarriers: full (the copy landed), statd (the consumers' pairs are
 // in), finr (the row is gathered), empty (the slice is written; the slot may be refilled).
 // x is read from DRAM once, never from L2 again, and y is written once.
+// LW=1 (the default) splits warp 0's work in two: warp 0 only loads (it refills each slot as
+// soon as the consumers release it), warp 1 is the control warp, and the consumers are warps
+// 2..CW + 1. With one warp doing both, a refill waited behind the statistics exchange (the
+// gather's L2 round trip) and the exchange behind a refill's wait for the slot's writes;
+// Nsight Compute on layernorm's slice_row (bf16 1024x131072) put 22% of the warps' stall
+// samples on the consumers' wait for a slice to land and 12% on the wait for its row, and
+// halving SLOT (twice the slices, the same bytes) made all three ops 30-45% slower: the
+// chain per slice, not the bytes in flight, bounds the step. Measured (H200, eighteenth
+// session, kevolve eval --sweep LW=0,1 at the preset, us, 1024x131072 / 256x262144 /
+// 4096x32768): bf16 160.2 / 83.0 / 159.3 -> 152.2 / 81.7 / 151.8, f16 158.3 / 83.2 / 159.8 ->
+// 151.5 / 81.7 / 151.9, f32 285.9 / 147.9 / 295.2 -> 285.3 / 146.0 / 294.3.
 // Why: split_row re-reads each chunk from L2, and on the H200 that second read crosses the
 // fabric between the two L2 partitions when the re-reading SM is on the other side (the
 // fabric is the busiest unit even for a copy; docs/BENCHMARKS.md). Holding the slice in
@@ -53,21 +64,22 @@
 // @kevolve param   STCS   1 0
 // @kevolve param   BPS    1 2 3
 // @kevolve param   EX1    1 0
+// @kevolve param   LW     1 0
 // Presets (tried in generation 0): f32 1024x131072 and 256x262144, twelfth session:
 // @kevolve preset  BPS=2 CW=4 SLOT=16 SLOTS=6
 // @kevolve require SLOTS * SLOT * BPS <= 208
-// @kevolve require (CW + 1) * 32 * BPS <= 1024
+// @kevolve require (CW + 1 + LW) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
 // @kevolve require GLAG <= LAGS
 // @kevolve entry   softmax_slice
 // @kevolve grid    num_sms * BPS
-// @kevolve block   (CW + 1) * 32
+// @kevolve block   (CW + 1 + LW) * 32
 // @kevolve smem    SLOTS * SLOT * 1024
 // @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
 typedef kv::Group<16> Vec;
 #define LOG2E 1.4426950408889634f
-#define NT ((CW + 1) * 32)
+#define NT ((CW + 1 + LW) * 32)
 
 // (max, sum of 2^((x - max) * log2e)) pairs are merged by kv::online_merge and kv::online_warp_merge.
 
@@ -103,8 +115,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::mbar_wait(&empty[s % SLOTS], phase(s));
         fill(s + SLOTS);
       }
-    } else {
-      const int cw = warp - 1;
+    } else if (warp > LW) {
+      const int cw = warp - 1 - LW;
       for (int s = 0; s < steps; ++s) {
         int r0, nr;
         kv::slice_rows(sg, s, rows, r0, nr);
@@ -133,13 +145,24 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     return;
   }
 
+  // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with -inf.
+  auto fill = [&](int s) {
+    kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(kv::neg_inf()));
+  };
+#if LW
+  if (warp == 0) {
+    // ---- loader warp (LW): refills each slot as soon as the consumers have released it ----
+    for (int s = 0; s < steps; ++s) {
+      if (s >= SLOTS) kv::mbar_wait(&empty[s % SLOTS], phase(s - SLOTS));
+      fill(s);
+    }
+  } else if (warp == 1) {
+    // ---- control warp: the statistics exchange (LW: no fills) ----
+#else
   if (warp == 0) {
     // ---- control warp ----
-    // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with -inf.
-    auto fill = [&](int s) {
-      kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(kv::neg_inf()));
-    };
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+#endif
     for (int s = 0; s < steps + LAGS; ++s) {
       // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
       // overlaps the merge of slice s.
@@ -180,16 +203,18 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::mbar_arrive(&finr[t % SLOTS]);
         }
       }
+#if !LW
       // Refill the slot the consumers wrote one step earlier (most likely done by now).
       const int u = s - LAGS - 1;
       if (u >= 0 && u + SLOTS < steps) {
         kv::mbar_wait(&empty[u % SLOTS], phase(u));
         fill(u + SLOTS);
       }
+#endif
     }
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
-    const int cw = warp - 1;
+    const int cw = warp - 1 - LW;
     for (int s = 0; s < steps + LAGS; ++s) {
       if (s < steps) {  // (max, sum) of this warp's share of slice s
         int row, c0, n;
