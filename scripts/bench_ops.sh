@@ -2,7 +2,7 @@
 # The op-library benchmark (issue 6): kevolve against PyTorch, side by side, in one call.
 #
 #   scripts/bench_ops.sh [--ops softmax,rmsnorm,layernorm,matmul] [--dtypes f32,bf16,f16]
-#                        [--time 60s | --gens N] [--population P] [--out DIR]
+#                        [--time 60s | --gens N] [--population P] [--out DIR] [--copy-to DIR]
 #
 # For each op and dtype (matmul: bf16 only) it runs `kevolve --op OP --dtype DT` under the
 # stated budget into DIR/OP-DT.db, exports the best kernel and the fastest kernel of every
@@ -10,7 +10,9 @@
 # PyTorch on the same shapes in the same call (torch_baselines.py, run first) and writes DIR/table.md.
 # Run it on the GPU host after `source .gpu/env.sh`; when one call's 10 minutes is not
 # enough, split the ops across calls (each call re-runs PyTorch). It also writes DIR.tgz
-# (no databases); with the device tool use --out /tmp/b and copy /tmp/b.tgz to $OUT.
+# (no databases); with the device tool use --out /tmp/b --copy-to "$OUT": DIR.tgz is copied
+# there after every op and dtype, so that a call cut short by its time limit still brings
+# back what it finished (the eighteenth session lost a finished layernorm bf16 run that way).
 # Merge the results here: keep the folder's small files under docs/bench/DATE (committed, so
 # that the table can be regenerated from the repository), then regenerate the table from all
 # of them:
@@ -18,7 +20,7 @@
 #   cp b/*.json b/*.txt $d/ && rm -f $d/*.log && python3 scripts/bench_table.py docs/bench/*/ --update docs/BENCHMARKS.md
 # (docs/bench's folders before 2026-12-01 were rebuilt from the table by scripts/bench_recover.py.)
 set -uo pipefail
-ops=softmax,rmsnorm,layernorm,matmul dtypes=f32,bf16,f16 budget=(--time 60s) out=${OUT:-bench-out}
+ops=softmax,rmsnorm,layernorm,matmul dtypes=f32,bf16,f16 budget=(--time 60s) out=${OUT:-bench-out} copy_to=
 while [ $# -gt 0 ]; do
   case $1 in
     --ops) ops=$2; shift 2 ;;
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
     --gens) budget=(--gens "$2"); shift 2 ;;
     --population) budget+=(--population "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --copy-to) copy_to=$2; shift 2 ;;
     *) echo "bench_ops.sh: unknown argument '$1' (see the header of this script)" >&2; exit 2 ;;
   esac
 done
@@ -34,6 +37,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 export KEVOLVE_HOME=${KEVOLVE_HOME:-$here}
 torch_py=${TORCH_BASELINES:-$here/.gpu/torch_baselines.py}
 [ -f "$torch_py" ] || torch_py=$here/../shared/gpu/torch_baselines.py
+if [ -n "$copy_to" ] && [ ! -d "$copy_to" ]; then echo "bench_ops.sh: --copy-to $copy_to is not a directory" >&2; exit 2; fi
 mkdir -p "$out/export"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader > "$out/device.txt" 2>&1
 date -u +%Y-%m-%dT%H:%MZ > "$out/date.txt"
@@ -49,6 +53,7 @@ pack() {
   python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json.tmp" && mv "$out/summary.json.tmp" "$out/summary.json"
   tar czf "$out.tgz" --exclude='*.db' --exclude='*.db-*' --exclude='*.cubin' --exclude='*.ncu-rep' \
     --exclude='*.ptx' --exclude='*.sass' -C "$out" .
+  if [ -n "$copy_to" ]; then cp "$out.tgz" "$copy_to/" || echo "bench_ops.sh: could not copy $out.tgz to $copy_to"; fi
 }
 for op in ${ops//,/ }; do
   for dt in ${dtypes//,/ }; do
