@@ -84,6 +84,8 @@
 // Rows whose width is no multiple of 16 bytes (or unaligned buffers) are staged by the
 // control warp with ordinary loads, padded with 0; w, b and y are then accessed element
 // by element.
+// TAIL=1 (the default): the drain's last GLAG gathers are asked for at once, as in
+// softmax's slice_row (see there; about 1 us).
 // @kevolve param   CW     12 8 16 4
 // @kevolve param   SLOT   16 32 24 48
 // @kevolve param   SLOTS  6 3 4 5 8
@@ -95,11 +97,15 @@
 // @kevolve param   STAY   0 1
 // @kevolve param   SHIFT  1 0
 // @kevolve param   LW     1 0
+// @kevolve param   TAIL   1 0
 // Presets (tried in generation 0): f32 1024x131072 two-pass (thirteenth session), and the
 // sixteenth session's SHIFT picks (every dtype with STAY; bf16/f16 at 1024x131072):
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 PF=1 SHIFT=0
 // @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1 SHIFT=1
 // @kevolve preset  BPS=3 CW=8 SLOT=16 SLOTS=4 LAGS=2 GLAG=1 PF=0 SHIFT=1
+//   one step more slack for the writes and the gather (nineteenth session, bf16, us,
+//   1024x131072 / 256x262144: 168.6 / 88.5 against 170.4 / 91.7 at LAGS=3 GLAG=2):
+// @kevolve preset  BPS=2 CW=12 SLOT=16 SLOTS=6 STAY=1 SHIFT=1 LAGS=4 GLAG=3
 // @kevolve require SLOTS * SLOT * BPS <= 208
 // @kevolve require (CW + 1 + LW) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
@@ -324,7 +330,44 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     // ---- control warp ----
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
 #endif
-    for (int s = 0; s < steps + LAGS; ++s) {
+    // The gather of the row of slice t: the row's P pairs added (SHIFT), or merged, each lane
+    // its parts in order (Chan), then the lanes. pre0 and pre1 are this lane's first two
+    // slots, asked for earlier (0: not yet published).
+    auto gather_row = [&](int t, unsigned long long pre0, unsigned long long pre1) {
+      int trow, tc0, tn;
+      kv::slice_at(sg, t, trow, tc0, tn, cols);
+      const float2* pr = sg.part + (size_t)trow * P;
+#if SHIFT
+      // The sums add up: mean - k = S1 / cols, variance = S2 / cols - (mean - k)^2.
+      float s1 = 0.f, s2 = 0.f;
+      for (int k = lane; k < P; k += 32) {
+        unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+        for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+          if (++spins > 8) __nanosleep(64);
+        const float2 q = kv::slot_value(bits);
+        s1 += q.x;
+        s2 -= q.y;
+      }
+      kv::reduce_sum2<true>(s1, s2, nullptr, nullptr);
+      const float md = s1 / (float)cols;
+      const kv::Stats acc{(float)cols, md, fmaxf(fmaf(-md * (float)cols, md, s2), 0.f)};
+#else
+      kv::Stats acc{0.f, 0.f, 0.f};
+      for (int k = lane; k < P; k += 32) {
+        unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+        for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+          if (++spins > 8) __nanosleep(64);
+        const float2 q = kv::slot_value(bits);
+        acc = kv::merge(acc, kv::Stats{(float)max(0, min(sg.slice_elems, cols - k * sg.slice_elems)), q.x, -q.y});
+      }
+      acc = kv::merge_lanes(acc);
+#endif
+      if (lane == 0) {
+        fin[t % SLOTS] = make_float2(acc.mean, rsqrtf(acc.m2 / (float)cols + eps));
+        kv::mbar_arrive(&finr[t % SLOTS]);
+      }
+    };
+    for (int s = 0; s < (TAIL ? steps : steps + LAGS); ++s) {
       // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
       // overlaps the merge of slice s.
       const int t = s - GLAG;
@@ -356,38 +399,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
         }
       }
-      if (gather) {  // the row's P pairs: added (SHIFT), or merged, each lane its parts in order (Chan), then the lanes
-        const float2* pr = sg.part + (size_t)trow * P;
-#if SHIFT
-        // The sums add up: mean - k = S1 / cols, variance = S2 / cols - (mean - k)^2.
-        float s1 = 0.f, s2 = 0.f;
-        for (int k = lane; k < P; k += 32) {
-          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
-          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
-            if (++spins > 8) __nanosleep(64);
-          const float2 q = kv::slot_value(bits);
-          s1 += q.x;
-          s2 -= q.y;
-        }
-        kv::reduce_sum2<true>(s1, s2, nullptr, nullptr);
-        const float md = s1 / (float)cols;
-        const kv::Stats acc{(float)cols, md, fmaxf(fmaf(-md * (float)cols, md, s2), 0.f)};
-#else
-        kv::Stats acc{0.f, 0.f, 0.f};
-        for (int k = lane; k < P; k += 32) {
-          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
-          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
-            if (++spins > 8) __nanosleep(64);
-          const float2 q = kv::slot_value(bits);
-          acc = kv::merge(acc, kv::Stats{(float)max(0, min(sg.slice_elems, cols - k * sg.slice_elems)), q.x, -q.y});
-        }
-        acc = kv::merge_lanes(acc);
-#endif
-        if (lane == 0) {
-          fin[t % SLOTS] = make_float2(acc.mean, rsqrtf(acc.m2 / (float)cols + eps));
-          kv::mbar_arrive(&finr[t % SLOTS]);
-        }
-      }
+      if (gather) gather_row(t, pre0, pre1);
 #if !LW
       // Refill the slot the consumers wrote one step earlier (most likely done by now).
       const int u = s - LAGS - 1;
@@ -397,6 +409,29 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       }
 #endif
     }
+#if TAIL
+    // TAIL: the last GLAG rows (gathered after the last publication) are asked for at once
+    // and then merged in order, so the drain waits for one round trip instead of GLAG.
+    {
+      unsigned long long tp0[GLAG], tp1[GLAG];
+#pragma unroll
+      for (int r = 0; r < GLAG; ++r) {
+        const int t = steps - GLAG + r;
+        tp0[r] = tp1[r] = 0ull;
+        if (t >= 0) {
+          int trow, tc0, tn;
+          kv::slice_at(sg, t, trow, tc0, tn, cols);
+          const float2* pr = sg.part + (size_t)trow * P;
+          if (lane < P) tp0[r] = kv::slot_bits(pr + lane);
+          if (lane + 32 < P) tp1[r] = kv::slot_bits(pr + lane + 32);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < GLAG; ++r) {
+        if (steps - GLAG + r >= 0) gather_row(steps - GLAG + r, tp0[r], tp1[r]);
+      }
+    }
+#endif
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
     const int cw = warp - 1 - LW;

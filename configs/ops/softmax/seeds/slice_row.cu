@@ -23,6 +23,15 @@
 // session, kevolve eval --sweep LW=0,1 at the preset, us, 1024x131072 / 256x262144 /
 // 4096x32768): bf16 160.2 / 83.0 / 159.3 -> 152.2 / 81.7 / 151.8, f16 158.3 / 83.2 / 159.8 ->
 // 151.5 / 81.7 / 151.9, f32 285.9 / 147.9 / 295.2 -> 285.3 / 146.0 / 294.3.
+// TAIL=1 (the default): after its last publication the control warp asks for the last GLAG
+// rows' slots at once, then merges them in order (one L2 round trip in the drain instead
+// of GLAG). Worth about 1 us or less (nineteenth session, bf16, us, 512x131072 / 1024x131072
+// / 256x262144: 84.06 / 154.0 / 81.57 -> 83.5 / 154.1 / 81.3; layernorm 92.96 / 175.0 /
+// 89.18 -> 92.14 / 173.1 / 88.18). The same session measured where the long rows' time
+// goes: at 512, 1024 and 2048 rows of 131072 (81.57, 152.2, 292.9 us) the steady state
+// moves 3.81 TB/s, 90.5% of the copy, and about 11.5 us per launch is ramp and drain
+// (a copy's is about 4 us). Releasing each slot right after the reduction (the slice
+// kept in registers for the write) was correct and no faster (docs/BENCHMARKS.md).
 // Why: split_row re-reads each chunk from L2, and on the H200 that second read crosses the
 // fabric between the two L2 partitions when the re-reading SM is on the other side (the
 // fabric is the busiest unit even for a copy; docs/BENCHMARKS.md). Holding the slice in
@@ -65,8 +74,12 @@
 // @kevolve param   BPS    1 2 3
 // @kevolve param   EX1    1 0
 // @kevolve param   LW     1 0
+// @kevolve param   TAIL   1 0
 // Presets (tried in generation 0): f32 1024x131072 and 256x262144, twelfth session:
 // @kevolve preset  BPS=2 CW=4 SLOT=16 SLOTS=6
+//   one step more slack for the writes and the gather (nineteenth session, bf16, us,
+//   1024x131072 / 256x262144: 152.4 / 79.7 against 151.9 / 81.1 at CW=4 LAGS=3 GLAG=2):
+// @kevolve preset  BPS=2 CW=8 SLOT=16 SLOTS=6 LAGS=4 GLAG=3
 // @kevolve require SLOTS * SLOT * BPS <= 208
 // @kevolve require (CW + 1 + LW) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
@@ -163,7 +176,26 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     // ---- control warp ----
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
 #endif
-    for (int s = 0; s < steps + LAGS; ++s) {
+    // The gather of the row of slice t: the row's P pairs merged in part order. pre0 and pre1
+    // are this lane's first two slots, asked for earlier (0: not yet published).
+    auto gather_row = [&](int t, unsigned long long pre0, unsigned long long pre1) {
+      int trow, tc0, tn;
+      kv::slice_at(sg, t, trow, tc0, tn, cols);
+      const float2* pr = sg.part + (size_t)trow * P;
+      float2 p = make_float2(kv::neg_inf(), 0.f);
+      for (int k = lane; k < P; k += 32) {
+        unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+        for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+          if (++spins > 8) __nanosleep(64);
+        p = kv::online_merge(p, kv::slot_value(bits));
+      }
+      p = kv::online_warp_merge(p);
+      if (lane == 0) {
+        fin[t % SLOTS] = make_float2(-p.x * LOG2E, kv::rcp(p.y));
+        kv::mbar_arrive(&finr[t % SLOTS]);
+      }
+    };
+    for (int s = 0; s < (TAIL ? steps : steps + LAGS); ++s) {
       // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
       // overlaps the merge of slice s.
       const int t = s - GLAG;
@@ -188,21 +220,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
         }
       }
-      if (gather) {  // merge the row's P pairs in part order
-        const float2* pr = sg.part + (size_t)trow * P;
-        float2 p = make_float2(kv::neg_inf(), 0.f);
-        for (int k = lane; k < P; k += 32) {
-          unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
-          for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
-            if (++spins > 8) __nanosleep(64);
-          p = kv::online_merge(p, kv::slot_value(bits));
-        }
-        p = kv::online_warp_merge(p);
-        if (lane == 0) {
-          fin[t % SLOTS] = make_float2(-p.x * LOG2E, kv::rcp(p.y));
-          kv::mbar_arrive(&finr[t % SLOTS]);
-        }
-      }
+      if (gather) gather_row(t, pre0, pre1);
 #if !LW
       // Refill the slot the consumers wrote one step earlier (most likely done by now).
       const int u = s - LAGS - 1;
@@ -212,6 +230,29 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       }
 #endif
     }
+#if TAIL
+    // TAIL: the last GLAG rows (gathered after the last publication) are asked for at once
+    // and then merged in order, so the drain waits for one round trip instead of GLAG.
+    {
+      unsigned long long tp0[GLAG], tp1[GLAG];
+#pragma unroll
+      for (int r = 0; r < GLAG; ++r) {
+        const int t = steps - GLAG + r;
+        tp0[r] = tp1[r] = 0ull;
+        if (t >= 0) {
+          int trow, tc0, tn;
+          kv::slice_at(sg, t, trow, tc0, tn, cols);
+          const float2* pr = sg.part + (size_t)trow * P;
+          if (lane < P) tp0[r] = kv::slot_bits(pr + lane);
+          if (lane + 32 < P) tp1[r] = kv::slot_bits(pr + lane + 32);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < GLAG; ++r) {
+        if (steps - GLAG + r >= 0) gather_row(steps - GLAG + r, tp0[r], tp1[r]);
+      }
+    }
+#endif
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
     const int cw = warp - 1 - LW;
