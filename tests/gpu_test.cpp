@@ -483,10 +483,11 @@ TEST_CASE("slice_row (softmax, layernorm) runs rows that span two steps, and tra
   // (132), so a row spans three steps and the kernel must trap rather than hang.
   const std::string seed = " --param SLOT=16 --param BPS=1 --param GLAG=1 configs/ops/softmax/seeds/slice_row.cu";
   KevolveOk("eval --op softmax --dtype f32 --shape 3x270000" + seed);
-  // layernorm's slice_row on the same row: 66 (mean, M2) parts per row, so each lane of the
-  // gather merges two or three parts (Chan) before the lanes are merged.
+  // layernorm's slice_row on the same row: 66 parts per row, so each lane of the gather
+  // takes two or three parts before the lanes are combined: shifted sums added (SHIFT=1,
+  // the default) or (mean, M2) pairs merged with Chan's formula (SHIFT=0).
   KevolveOk("eval --op layernorm --dtype f32 --shape 3x270000 --param SLOT=16 --param BPS=1 --param GLAG=1 "
-            "configs/ops/layernorm/seeds/slice_row.cu");
+            "--sweep SHIFT=0,1 configs/ops/layernorm/seeds/slice_row.cu");
   std::string out;
   const int rc = Kevolve("eval --op softmax --dtype f32 --no-timing --shape 2x600000" + seed, &out);
   INFO(out);
