@@ -38,7 +38,34 @@ std::string Num(double v, const char* fmt = "%.4g") {
   return b;
 }
 
-void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dtype) {
+// --shape with shapes that differ in one size: each family's fixed cost and steady state
+// (kevolve::ScalingFits), on one line.
+std::string ScalingLine(const ScalingFit& f, const std::vector<std::string>& size_names) {
+  std::string shapes;
+  for (const auto& s : f.shapes) shapes += (shapes.empty() ? "" : " ") + s;
+  const std::string name = f.varies < size_names.size() ? size_names[f.varies] : "size " + std::to_string(f.varies);
+  return "[scaling] " + name + " varies (" + shapes + "): steady state " + Num(f.steady, "%.3f") + " of the " +
+         f.bound + " roofline, fixed cost " + Num(f.fixed_us, "%.3g") + " us per launch" +
+         (f.shapes.size() > 2 ? ", worst residual " + Num(f.max_residual_us, "%.2g") + " us" : "");
+}
+
+nlohmann::json ScalingJson(const Ladder& l, const std::vector<std::string>& size_names) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!l.fitness) return out;
+  for (const auto& f : ScalingFits(*l.fitness))
+    out.push_back({{"shapes", f.shapes},
+                   {"varies", f.varies < size_names.size() ? size_names[f.varies] : std::to_string(f.varies)},
+                   {"steady", f.steady},
+                   {"fixed_us", f.fixed_us},
+                   {"max_residual_us", f.max_residual_us},
+                   {"bound", f.bound}});
+  return out;
+}
+
+// `size_names`: the op's sizes, for the scaling lines printed after the rungs (only with
+// --shape, where the shapes are the user's; empty: none).
+void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dtype,
+                 const std::vector<std::string>& size_names) {
   std::printf("%s [%s] %s %s%s\n", l.input.name.c_str(), AssignmentString(l.input.params).c_str(), dtype.c_str(),
               arch.c_str(), l.device_uuid.empty() ? "" : (" on " + l.device_uuid).c_str());
   for (const auto& r : l.rungs) {
@@ -61,6 +88,8 @@ void PrintLadder(const Ladder& l, const std::string& arch, const std::string& dt
     }
     std::printf("  %s\n", FormatRung(r).c_str());
   }
+  if (!size_names.empty() && l.ok() && l.fitness)
+    for (const auto& f : ScalingFits(*l.fitness)) std::printf("  %s\n", ScalingLine(f, size_names).c_str());
 }
 
 // With several candidates: the fastest at each shape among those that passed every rung.
@@ -200,8 +229,16 @@ int Run(const EvalArgs& a) {
       if (id.ok() && !pr.ncu_report.empty()) store->PutArtifact(*id, "ncu-rep", pr.ncu_report);
       if (id.ok() && !pr.sass.empty()) store->PutArtifact(*id, "sass", pr.sass);
     }
-    if (a.json) out.push_back(LadderJson(l));
-    else PrintLadder(l, (*pipe)->arch(), DTypeName(*dtype));
+    // Fits of fixed cost and steady state only over shapes the user chose (--shape): the
+    // tune shapes differ in one size now and then, but across regimes a line does not fit.
+    const std::vector<std::string> size_names = a.shapes.empty() ? std::vector<std::string>{} : op->sizes;
+    if (a.json) {
+      nlohmann::json j = LadderJson(l);
+      if (!size_names.empty()) j["scaling"] = ScalingJson(l, size_names);
+      out.push_back(std::move(j));
+    } else {
+      PrintLadder(l, (*pipe)->arch(), DTypeName(*dtype), size_names);
+    }
     if (!a.json && !profiles[li].empty()) std::printf("%s", profiles[li].c_str());
   }
   if (a.json) std::printf("%s\n", out.dump(2).c_str());
@@ -258,7 +295,8 @@ Handler AddEvalCommand(CLI::App& app) {
   sub->add_option("--variants", a->assign.variants, "Evaluate N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);
   sub->add_option("--shape", a->shapes,
                   "Time (and profile) this shape instead of the op's tune shapes, and check it too, e.g. "
-                  "1024x131072 (the op's sizes in order; repeatable; not with --db)")
+                  "1024x131072 (the op's sizes in order; repeatable; not with --db). Shapes that differ in one size "
+                  "also get a [scaling] line: steady-state fraction of the roofline and fixed cost per launch")
       ->allow_extra_args(false);
   sub->add_flag("--recalibrate", a->recalibrate, "Measure the device's copy bandwidth and FMA peak again");
   sub->add_flag("--no-timing", a->no_timing, "Stop after the correctness rung");

@@ -2,8 +2,10 @@
 // compute-bound fractions, the geometric mean, and the suspect flag below 0.9x roofline.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kevolve/evaluators/fitness.h"
@@ -125,6 +127,52 @@ TEST_CASE("fitness: no timings", "[fitness]") {
   CHECK(r.reason == "no_timings");
   CHECK(r.metrics["fitness"] == 0.0);
   CHECK(r.metrics["shapes"].empty());
+}
+
+TEST_CASE("scaling fits: fixed cost and steady state over shapes that differ in one size", "[fitness]") {
+  // 1000 GB/s: 1 MB = 1 us of roofline. The kernel takes 10 us + 1.25 us per roofline us
+  // (80% of the roofline in steady state) at 512, 1024 and 2048 rows of 131072 columns.
+  std::vector<ShapeTiming> ts;
+  for (int rows : {512, 1024, 2048}) {
+    const double bytes = rows * 1e6 / 512.0 * 60;  // 60, 120, 240 us of roofline
+    ts.push_back(Timing(std::to_string(rows) + "x131072", 10 + 1.25 * bytes / 1e6, bytes, 0));
+  }
+  // A shape of another width (its own family along rows has one member; along cols it
+  // pairs with 1024x131072, whose line is also returned) and one with a label that is no size list.
+  ts.push_back(Timing("1024x65536", 10 + 1.25 * 60, 60e6, 0));
+  ts.push_back(Timing("odd", 5, 1e6, 0));
+  const auto fits = ScalingFits(ComputeFitness(ts, Cal()));
+  REQUIRE(fits.size() == 2);
+  CHECK(fits[0].varies == 0);
+  CHECK(fits[0].shapes == std::vector<std::string>{"512x131072", "1024x131072", "2048x131072"});
+  CHECK(fits[0].steady == Approx(0.8));
+  CHECK(fits[0].fixed_us == Approx(10));
+  CHECK(fits[0].max_residual_us == Approx(0).margin(1e-9));
+  CHECK(fits[0].bound == "memory");
+  CHECK(fits[1].varies == 1);
+  CHECK(fits[1].shapes == std::vector<std::string>{"1024x131072", "1024x65536"});
+  CHECK(fits[1].steady == Approx(0.8));
+  CHECK(fits[1].fixed_us == Approx(10));
+}
+
+TEST_CASE("scaling fits: the residual of a bent line, and families without a rising line are left out", "[fitness]") {
+  std::vector<ShapeTiming> ts = {Timing("1x100", 20, 10e6, 0), Timing("2x100", 30, 20e6, 0),
+                                 Timing("4x100", 70, 40e6, 0)};  // 10, 20, 40 us of roofline
+  auto fits = ScalingFits(ComputeFitness(ts, Cal()));
+  REQUIRE(fits.size() == 1);
+  // Least squares through (10, 20), (20, 30), (40, 70): slope 12/7, intercept 0, and a worst miss of 30/7 at x = 20.
+  const double slope = 1.0 / fits[0].steady, fixed = fits[0].fixed_us;
+  double worst = 0;
+  for (auto [x, y] : {std::pair{10.0, 20.0}, {20.0, 30.0}, {40.0, 70.0}}) worst = std::max(worst, std::abs(y - fixed - slope * x));
+  CHECK(slope == Approx(12.0 / 7.0));
+  CHECK(fits[0].max_residual_us == Approx(worst));
+  CHECK(fits[0].fixed_us == Approx(0).margin(1e-9));
+  CHECK(fits[0].max_residual_us == Approx(30.0 / 7.0));
+  // A larger shape that runs faster: no fit. One shape: no fit.
+  CHECK(ScalingFits(ComputeFitness({Timing("1x100", 30, 10e6, 0), Timing("2x100", 20, 20e6, 0)}, Cal())).empty());
+  CHECK(ScalingFits(ComputeFitness({Timing("1x100", 30, 10e6, 0)}, Cal())).empty());
+  // Different bounds do not mix: a compute-bound shape is not fitted with memory-bound ones.
+  CHECK(ScalingFits(ComputeFitness({Timing("1x100", 30, 10e6, 0), Timing("2x100", 60, 1, 1e9)}, Cal())).empty());
 }
 
 }  // namespace

@@ -473,6 +473,23 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "softmax").string());
   REQUIRE(op.ok());
   CHECK(out.find("[correctness] ok shapes=" + std::to_string(op->check.size() + 2) + " ") != std::string::npos);
+  // Two shapes that differ in no single size: no scaling line.
+  CHECK(out.find("[scaling]") == std::string::npos);
+}
+
+TEST_CASE("kevolve eval --shape at several row counts prints the fixed cost and the steady state", "[gpu]") {
+  GpuFixture::Get();
+  const std::string out = KevolveOk("eval --op softmax --dtype bf16 --shape 256x65536 --shape 512x65536 "
+                                    "--shape 1024x65536 configs/ops/softmax/seeds/slice_row.cu");
+  INFO(out);
+  const std::string head = "[scaling] rows varies (256x65536 512x65536 1024x65536): steady state ";
+  const size_t p = out.find(head);
+  REQUIRE(p != std::string::npos);
+  // The steady state is a fraction of the roofline (a real kernel: above 0.3, at most about 1).
+  const double steady = std::stod(out.substr(p + head.size()));
+  CHECK(steady > 0.3);
+  CHECK(steady < 1.1);
+  CHECK(out.find(" us per launch, worst residual ", p) != std::string::npos);
 }
 
 TEST_CASE("slice_row (softmax, layernorm) runs rows that span two steps, and traps on rows longer than its gather lag allows", "[gpu]") {

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -21,7 +23,73 @@ std::string Num(double v) {
   return buf;
 }
 
+// "512x131072" -> {512, 131072}; empty when the label is not sizes joined by 'x'.
+std::vector<long long> LabelSizes(const std::string& label) {
+  std::vector<long long> out;
+  size_t i = 0;
+  while (i <= label.size()) {
+    size_t j = label.find('x', i);
+    if (j == std::string::npos) j = label.size();
+    const std::string part = label.substr(i, j - i);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos) return {};
+    out.push_back(std::atoll(part.c_str()));
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<ScalingFit> ScalingFits(const FitnessResult& f) {
+  std::vector<ScalingFit> fits;
+  std::vector<std::vector<long long>> sizes;
+  for (const ShapeFraction& s : f.shapes) sizes.push_back(LabelSizes(s.shape));
+  size_t dims = 0;
+  for (const auto& z : sizes) dims = std::max(dims, z.size());
+  for (size_t d = 0; d < dims; ++d) {
+    // Shapes with the same other sizes and the same bound form a family along size d.
+    std::map<std::pair<std::vector<long long>, std::string>, std::vector<size_t>> families;
+    std::vector<std::pair<std::vector<long long>, std::string>> order;
+    for (size_t i = 0; i < f.shapes.size(); ++i) {
+      const ShapeFraction& s = f.shapes[i];
+      if (sizes[i].size() != dims || s.roofline_us <= 0 || s.median_us <= 0) continue;
+      std::vector<long long> others = sizes[i];
+      others.erase(others.begin() + static_cast<long>(d));
+      auto key = std::make_pair(others, s.bound);
+      if (!families.count(key)) order.push_back(key);
+      families[key].push_back(i);
+    }
+    for (const auto& key : order) {
+      const std::vector<size_t>& members = families[key];
+      if (members.size() < 2) continue;
+      double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (size_t i : members) {
+        const double x = f.shapes[i].roofline_us, y = f.shapes[i].median_us;
+        n += 1;
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+      }
+      const double den = n * sxx - sx * sx;
+      if (den <= 0) continue;  // one roofline for all: no line
+      const double slope = (n * sxy - sx * sy) / den, fixed = (sy - slope * sx) / n;
+      if (slope <= 0) continue;
+      ScalingFit fit;
+      fit.varies = d;
+      fit.steady = 1.0 / slope;
+      fit.fixed_us = fixed;
+      fit.bound = key.second;
+      for (size_t i : members) {
+        fit.shapes.push_back(f.shapes[i].shape);
+        fit.max_residual_us = std::max(
+            fit.max_residual_us, std::abs(f.shapes[i].median_us - (fixed + slope * f.shapes[i].roofline_us)));
+      }
+      fits.push_back(std::move(fit));
+    }
+  }
+  return fits;
+}
 
 FitnessResult ComputeFitness(const std::vector<ShapeTiming>& timings, const Calibration& cal, double suspect_ratio) {
   FitnessResult f;

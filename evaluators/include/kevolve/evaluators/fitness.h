@@ -34,4 +34,21 @@ FitnessResult ComputeFitness(const std::vector<ShapeTiming>& timings, const Cali
 // The fitness rung as it appears in the ladder; fails as "suspect" when flagged.
 RungResult FitnessRung(const FitnessResult& f);
 
+// Fixed cost against steady state, over shapes that differ in one size only (say
+// 512x131072, 1024x131072 and 2048x131072): the least-squares line
+// median_us = fixed_us + roofline_us / steady through their (roofline_us, median_us).
+// `steady` is the fraction of the roofline the kernel keeps per extra unit of work, and
+// `fixed_us` what a launch costs on top of it (launch, ramp, drain, a last partial wave).
+// One fit per such family of two or more shapes with the same bound; a shape can be in
+// one family per size. Families whose line does not rise (steady <= 0) are left out.
+struct ScalingFit {
+  std::vector<std::string> shapes;  // in the order timed
+  size_t varies = 0;                // index of the size that differs, in the label's order
+  double steady = 0;
+  double fixed_us = 0;
+  double max_residual_us = 0;       // the line's worst miss (0 for two shapes)
+  std::string bound;
+};
+std::vector<ScalingFit> ScalingFits(const FitnessResult& f);
+
 }  // namespace kevolve
