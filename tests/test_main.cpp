@@ -1,14 +1,45 @@
 // Catch2 main. When the run selects only [gpu] tests and no GPU is usable, it prints why
-// and exits 77, which CTest reports as "Skipped".
+// and exits 77, which CTest reports as "Skipped". A fatal signal outside a test case (the
+// H200 once showed SIGSEGV after "All tests passed", while the process exited) prints a
+// backtrace first, naming the library it came from.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "test_util.h"
 
+namespace {
+
+std::atomic<bool> g_run_ended{false};
+
+void OnFatalSignal(int sig) {
+  const char* when = g_run_ended.load() ? "after the test run ended (while exiting)" : "outside Catch2's handlers";
+  char head[160];
+  const int len = std::snprintf(head, sizeof(head), "kevolve_tests: fatal signal %d %s; backtrace:\n", sig, when);
+  if (len > 0) (void)!write(2, head, static_cast<size_t>(len));
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void InstallFatalSignalBacktrace() {
+  void* warm[1];
+  backtrace(warm, 1);  // loads what backtrace needs now, not inside the handler
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(sig, OnFatalSignal);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  InstallFatalSignalBacktrace();
   bool gpu_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "[gpu]") gpu_only = true;
@@ -21,6 +52,7 @@ int main(int argc, char** argv) {
     }
   }
   const int rc = Catch::Session().run(argc, argv);
+  g_run_ended = true;
   if (rc != 0) kevolve::testing::KeepTempDirs();  // a failure's paths stay readable
   return rc;
 }
