@@ -30,6 +30,8 @@ echo "== [gpu] tests"
 start=$(date +%s)
 timeout 300 kevolve_tests "[gpu]" -d yes > "$out/gpu_tests.log" 2>&1; echo "rc=$? in $(( $(date +%s) - start )) s"
 grep -E "s: planted|s: every GPU|passed|failed" "$out/gpu_tests.log" | tail -8
+# A crash outside a test case (the nineteenth session's SIGSEGV at exit) prints a backtrace.
+grep -A 24 "kevolve_tests: fatal signal" "$out/gpu_tests.log"
 fi
 
 if want llm; then
