@@ -11,6 +11,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "test_util.h"
@@ -19,11 +20,15 @@ namespace {
 
 std::atomic<bool> g_run_ended{false};
 
+// Only async-signal-safe calls (write, backtrace_symbols_fd; backtrace is loaded beforehand).
+void Say(const char* text) { (void)!write(2, text, std::strlen(text)); }
+
 void OnFatalSignal(int sig) {
-  const char* when = g_run_ended.load() ? "after the test run ended (while exiting)" : "outside Catch2's handlers";
-  char head[160];
-  const int len = std::snprintf(head, sizeof(head), "kevolve_tests: fatal signal %d %s; backtrace:\n", sig, when);
-  if (len > 0) (void)!write(2, head, static_cast<size_t>(len));
+  const char num[3] = {static_cast<char>('0' + sig / 10 % 10), static_cast<char>('0' + sig % 10), '\0'};  // < 100
+  Say("kevolve_tests: fatal signal ");
+  Say(num);
+  Say(g_run_ended.load() ? " after the test run ended (while exiting)" : " outside Catch2's handlers");
+  Say("; backtrace:\n");
   void* frames[64];
   backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
   std::signal(sig, SIG_DFL);
