@@ -76,8 +76,8 @@ TEST_CASE("a prompt budget too small for the parent is refused before any call, 
   const std::string base = "mutate --op softmax --operator llm_diff --parent configs/ops/softmax/seeds/warp_row.cu "
                            "--llm-config '" + cfg.string() + "' --out '" + (dir / "child.cu").string() +
                            "' --db '" + (dir / "k.db").string() + "' --max-prompt-chars 9000";
-  // 9000 holds the system prompt (about 7000 characters) and the task and interface, but
-  // not the parent too (about 10000 more): dropping the parent would have fitted.
+  // 9000 is far below the system prompt, task, interface and parent together (about 20000
+  // characters): refused before any call.
   CHECK(testing::RunCommand(Kevolve(base), &out) == 2);
   CHECK(out.find("--max-prompt-chars 9000 is too small") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "child.cu"));
@@ -86,7 +86,7 @@ TEST_CASE("a prompt budget too small for the parent is refused before any call, 
   // With room for it, the dry run's prompt holds the parent whole.
   // (stderr, which says the size, goes elsewhere: it would land inside the buffered prompt.)
   CHECK(testing::RunCommand("(" + Kevolve("mutate --op softmax --operator llm_diff --parent configs/ops/softmax/seeds/warp_row.cu "
-                                          "--dry-run --max-prompt-chars 20000") + " 2>/dev/null)", &out) == 0);
+                                          "--dry-run --max-prompt-chars 24000") + " 2>/dev/null)", &out) == 0);
   CHECK(out.find(WarpRow()) != std::string::npos);
   // No call was made: the database, if created, holds no call.
   if (fs::exists(dir / "k.db")) {

@@ -629,9 +629,13 @@ __device__ __forceinline__ int slice_span(const SliceGrid& g) { return (g.parts 
 __device__ __forceinline__ void slice_guard(const SliceGrid& g, int glag) {
   if (slice_span(g) > glag) __trap();
 }
-// Called once per block, by every thread (syncs once).
+// Called once per block, by every thread (syncs once; mbarriers set up before the call are
+// then visible to the whole block). With defer_bank the launch counter is not touched and
+// part / other are bank 0 / bank 1 until one warp of the block calls kv::slice_bank (every
+// block must, once per launch): the launch then does not wait for the counter's atomic
+// round trip before its first copies. Without it (the default) the bank is taken here.
 __device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int cols, int vec_elems, int slot_elems,
-                                                int min_pack = 1) {
+                                                int min_pack = 1, bool defer_bank = false) {
   __shared__ int bank_s;
   SliceGrid g{};
   const int cols_v = (cols + vec_elems - 1) / vec_elems * vec_elems;
@@ -641,19 +645,31 @@ __device__ __forceinline__ SliceGrid slice_grid(unsigned* sync, int rows, int co
   g.pack = fit >= max(min_pack, 1) ? fit : 0;
   const long long n = g.pack ? ((long long)rows + g.pack - 1) / g.pack : (long long)rows * g.parts;
   g.steps = (long long)blockIdx.x < n ? (int)((n - 1 - blockIdx.x) / gridDim.x + 1) : 0;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && !defer_bank) {
     const unsigned long long t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
     bank_s = (int)(t / gridDim.x) & 1;
   }
   __syncthreads();
   g.part = reinterpret_cast<float2*>(sync + 4);
   g.other = g.part + (size_t)rows * g.parts;
-  if (bank_s) {
+  if (!defer_bank && bank_s) {
     float2* t = g.part;
     g.part = g.other;
     g.other = t;
   }
   return g;
+}
+// The launch's bank for a grid taken with defer_bank: called by every lane of one warp of
+// each block, once per launch (blocks with no steps too, or the counter's launch number is
+// wrong); only that warp's copy of g gets the bank.
+__device__ __forceinline__ void slice_bank(SliceGrid& g, unsigned* sync) {
+  unsigned long long t = 0;
+  if (threadIdx.x % 32 == 0) t = atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull);
+  if (__shfl_sync(0xffffffffu, (int)(t / gridDim.x) & 1, 0)) {
+    float2* p = g.part;
+    g.part = g.other;
+    g.other = p;
+  }
 }
 // This block's packed slice at step s (g.pack > 0): its first row r0 and row count nr.
 __device__ __forceinline__ void slice_rows(const SliceGrid& g, int s, int rows, int& r0, int& nr) {
@@ -668,6 +684,35 @@ __device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, in
   row = (int)(j / g.parts);
   c0 = (int)(j - (long long)row * g.parts) * g.slice_elems;
   n = max(0, min(g.slice_elems, cols - c0));
+}
+// The first two of this lane's slots (parts lane and lane + 32) of the row of this block's
+// slice t in bank g.part, read once without waiting (0: not yet published), so that a
+// gather's round trip can overlap other work. Called by every lane of one warp.
+__device__ __forceinline__ void slice_ask(const SliceGrid& g, int t, int cols, unsigned long long& pre0,
+                                          unsigned long long& pre1) {
+  const int lane = threadIdx.x % 32;
+  int row, c0, n;
+  slice_at(g, t, row, c0, n, cols);
+  const float2* pr = g.part + (size_t)row * g.parts;
+  pre0 = lane < g.parts ? slot_bits(pr + lane) : 0ull;
+  pre1 = lane + 32 < g.parts ? slot_bits(pr + lane + 32) : 0ull;
+}
+// The slice_row seeds' drain (their TAIL): the rows of this block's last n_rows slices
+// (steps - n_rows .. steps - 1, those >= 0) are asked for at once (kv::slice_ask), then
+// gather(t, pre0, pre1) runs for each in order, so the drain waits for one round trip
+// instead of n_rows. Called by every lane of one warp.
+template <int n_rows, typename Gather>
+__device__ __forceinline__ void slice_tail(const SliceGrid& g, int steps, int cols, Gather&& gather) {
+  unsigned long long pre0[n_rows], pre1[n_rows];
+#pragma unroll
+  for (int r = 0; r < n_rows; ++r) {
+    pre0[r] = pre1[r] = 0ull;
+    if (steps - n_rows + r >= 0) slice_ask(g, steps - n_rows + r, cols, pre0[r], pre1[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < n_rows; ++r) {
+    if (steps - n_rows + r >= 0) gather(steps - n_rows + r, pre0[r], pre1[r]);
+  }
 }
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 // The slice_row seeds' ring of mbarriers, one of each per slot, set up by thread 0: full

@@ -78,7 +78,9 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
-  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
+  // Syncs; the launch's bank is taken later, by the control warp (kv::slice_bank), so the
+  // first copies need not wait for the launch counter's atomic.
+  kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW, true);
   const int P = sg.parts, steps = sg.steps;
   kv::slice_guard(sg, GLAG);  // traps on rows longer than about G * GLAG slots, rather than risk a hang
   const bool al = cols % VEC == 0 &&
@@ -96,6 +98,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::slice_fill_rows(sg, s, x, rows, cols, rs, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(0.f));
       };
       for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+      kv::slice_bank(sg, sync);  // no bank is used here, but every launch counts
       for (int s = 0; s + SLOTS < steps; ++s) {
         kv::mbar_wait(&empty[s % SLOTS], phase(s));
         fill(s + SLOTS);
@@ -151,6 +154,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     // ---- control warp ----
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
 #endif
+    kv::slice_bank(sg, sync);  // this warp's copy of sg gets the launch's bank
     // The gather of the row of slice t: the row's P sums added in part order. pre0 and pre1
     // are this lane's first two slots, asked for earlier (0: not yet published).
     auto gather_row = [&](int t, unsigned long long pre0, unsigned long long pre1) {
@@ -175,14 +179,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       // overlaps the merge of slice s.
       const int t = s - GLAG;
       const bool gather = t >= 0 && t < steps;
-      int trow = 0, tc0 = 0, tn = 0;
       unsigned long long pre0 = 0ull, pre1 = 0ull;
-      if (gather) {
-        kv::slice_at(sg, t, trow, tc0, tn, cols);
-        const float2* pr = sg.part + (size_t)trow * P;
-        if (lane < P) pre0 = kv::slot_bits(pr + lane);
-        if (lane + 32 < P) pre1 = kv::slot_bits(pr + lane + 32);
-      }
+      if (gather) kv::slice_ask(sg, t, cols, pre0, pre1);
       if (s < steps) {  // publish slice s's sum of squares (the marker -0 keeps the slot nonzero)
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
@@ -205,27 +203,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
 #endif
     }
 #if TAIL
-    // TAIL: the last GLAG rows (gathered after the last publication) are asked for at once
-    // and then merged in order, so the drain waits for one round trip instead of GLAG.
-    {
-      unsigned long long tp0[GLAG], tp1[GLAG];
-#pragma unroll
-      for (int r = 0; r < GLAG; ++r) {
-        const int t = steps - GLAG + r;
-        tp0[r] = tp1[r] = 0ull;
-        if (t >= 0) {
-          int trow, tc0, tn;
-          kv::slice_at(sg, t, trow, tc0, tn, cols);
-          const float2* pr = sg.part + (size_t)trow * P;
-          if (lane < P) tp0[r] = kv::slot_bits(pr + lane);
-          if (lane + 32 < P) tp1[r] = kv::slot_bits(pr + lane + 32);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < GLAG; ++r) {
-        if (steps - GLAG + r >= 0) gather_row(steps - GLAG + r, tp0[r], tp1[r]);
-      }
-    }
+    kv::slice_tail<GLAG>(sg, steps, cols, gather_row);  // the last GLAG rows' slots asked for at once
 #endif
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----

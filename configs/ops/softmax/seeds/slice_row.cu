@@ -32,6 +32,20 @@
 // moves 3.81 TB/s, 90.5% of the copy, and about 11.5 us per launch is ramp and drain
 // (a copy's is about 4 us). Releasing each slot right after the reduction (the slice
 // kept in registers for the write) was correct and no faster (docs/BENCHMARKS.md).
+// The launch's bank is taken by the control warp (kv::slice_grid with defer_bank, then
+// kv::slice_bank), so the first copies no longer wait for the launch counter's atomic and
+// the block-wide barrier after it; the drain's requests are kv::slice_tail. Measured (H200,
+// twentieth session, kevolve eval, same call, preset, bf16, us, 512 / 1024 / 2048 x 131072
+// and 256x262144): 83.66 / 154.3 / 296.5 / 79.26 before, 82.21 / 152.3 / 293.8 / 78.58
+// after; the [scaling] fit's fixed cost went from 10.5 to 9.1 us per launch (steady state
+// 0.90 of the roofline both). (rmsnorm 80.11 / 152.3 / 291.3 / 79.12 -> 79.81 / 149.8 / 291.0 /
+// 79.3, fixed cost 12.6 -> 11.5 us; layernorm 92.13 / 171.7 / 338.4 / 88.42 -> 90.98 / 170.1 /
+// 334.5 / 86.99.)
+// Not shipped: a grid of a multiple of P blocks (as STAY does in layernorm and rmsnorm), so
+// that every step is full (bf16 1024x131072: 256 blocks, 64 full steps, instead of 264
+// blocks, 62 full steps and one of 16 blocks). Slower at every shape (same call, us: 82.91 /
+// 154.4 / 298.5 / 80.18 against 81.55 / 152.4 / 294.2 / 78.5): a step takes as long with 256
+// blocks as with 264, so the step is bounded by each block's chain, not by DRAM.
 // Why: split_row re-reads each chunk from L2, and on the H200 that second read crosses the
 // fabric between the two L2 partitions when the re-reading SM is on the other side (the
 // fabric is the busiest unit even for a copy; docs/BENCHMARKS.md). Holding the slice in
@@ -106,7 +120,9 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
-  const kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW);  // syncs
+  // Syncs; the launch's bank is taken later, by the control warp (kv::slice_bank), so the
+  // first copies need not wait for the launch counter's atomic.
+  kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW, true);
   const int P = sg.parts, steps = sg.steps;
   kv::slice_guard(sg, GLAG);  // traps on rows longer than about G * GLAG slots, rather than risk a hang
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
@@ -124,6 +140,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
                             kv::from_float<T>(kv::neg_inf()));
       };
       for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
+      kv::slice_bank(sg, sync);  // no bank is used here, but every launch counts
       for (int s = 0; s + SLOTS < steps; ++s) {
         kv::mbar_wait(&empty[s % SLOTS], phase(s));
         fill(s + SLOTS);
@@ -176,6 +193,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     // ---- control warp ----
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
 #endif
+    kv::slice_bank(sg, sync);  // this warp's copy of sg gets the launch's bank
     // The gather of the row of slice t: the row's P pairs merged in part order. pre0 and pre1
     // are this lane's first two slots, asked for earlier (0: not yet published).
     auto gather_row = [&](int t, unsigned long long pre0, unsigned long long pre1) {
@@ -200,14 +218,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       // overlaps the merge of slice s.
       const int t = s - GLAG;
       const bool gather = t >= 0 && t < steps;
-      int trow = 0, tc0 = 0, tn = 0;
       unsigned long long pre0 = 0ull, pre1 = 0ull;
-      if (gather) {
-        kv::slice_at(sg, t, trow, tc0, tn, cols);
-        const float2* pr = sg.part + (size_t)trow * P;
-        if (lane < P) pre0 = kv::slot_bits(pr + lane);
-        if (lane + 32 < P) pre1 = kv::slot_bits(pr + lane + 32);
-      }
+      if (gather) kv::slice_ask(sg, t, cols, pre0, pre1);
       if (s < steps) {  // publish slice s's pair
         int row, c0, n;
         kv::slice_at(sg, s, row, c0, n, cols);
@@ -231,27 +243,7 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
 #endif
     }
 #if TAIL
-    // TAIL: the last GLAG rows (gathered after the last publication) are asked for at once
-    // and then merged in order, so the drain waits for one round trip instead of GLAG.
-    {
-      unsigned long long tp0[GLAG], tp1[GLAG];
-#pragma unroll
-      for (int r = 0; r < GLAG; ++r) {
-        const int t = steps - GLAG + r;
-        tp0[r] = tp1[r] = 0ull;
-        if (t >= 0) {
-          int trow, tc0, tn;
-          kv::slice_at(sg, t, trow, tc0, tn, cols);
-          const float2* pr = sg.part + (size_t)trow * P;
-          if (lane < P) tp0[r] = kv::slot_bits(pr + lane);
-          if (lane + 32 < P) tp1[r] = kv::slot_bits(pr + lane + 32);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < GLAG; ++r) {
-        if (steps - GLAG + r >= 0) gather_row(steps - GLAG + r, tp0[r], tp1[r]);
-      }
-    }
+    kv::slice_tail<GLAG>(sg, steps, cols, gather_row);  // the last GLAG rows' slots asked for at once
 #endif
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
