@@ -435,6 +435,29 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
       "r"(parity)
       : "memory");
 }
+// Whether phase `parity` of bar has completed, without waiting (acquire, as mbar_wait).
+// Called by every lane of a warp; the answer is the warp's: true only when every lane saw
+// the phase complete.
+__device__ __forceinline__ bool mbar_done(unsigned long long* bar, unsigned parity) {
+  unsigned ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return __all_sync(0xffffffffu, ok != 0);
+}
+// The same, but the lanes may be suspended for up to about `ns` nanoseconds waiting for the
+// phase (mbarrier.try_wait's suspend-time hint) before answering.
+__device__ __forceinline__ bool mbar_done_within(unsigned long long* bar, unsigned parity, unsigned ns) {
+  unsigned ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(smem_addr(bar)), "r"(parity), "r"(ns)
+      : "memory");
+  return __all_sync(0xffffffffu, ok != 0);
+}
 // L2 policy for bulk_load: none, keep (evict_last: read again soon), or drop first
 // (evict_first: last read).
 enum L2Hint { kL2None = 0, kL2EvictLast = 1, kL2EvictFirst = 2 };
@@ -686,13 +709,17 @@ __device__ __forceinline__ void slice_rows(const SliceGrid& g, int s, int rows, 
   r0 = (int)(j * g.pack);
   nr = min(g.pack, rows - r0);
 }
-// This block's slice at step s (g.pack == 0): its row, first column c0 and element count n
-// (n may be 0).
-__device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, int& c0, int& n, int cols) {
-  const long long j = (long long)s * gridDim.x + blockIdx.x;
+// Slice j (row j / parts, part j % parts; g.pack == 0): its row, first column c0 and
+// element count n (n may be 0).
+__device__ __forceinline__ void slice_of(const SliceGrid& g, long long j, int& row, int& c0, int& n, int cols) {
   row = (int)(j / g.parts);
   c0 = (int)(j - (long long)row * g.parts) * g.slice_elems;
   n = max(0, min(g.slice_elems, cols - c0));
+}
+// This block's slice at step s (g.pack == 0): its row, first column c0 and element count n
+// (n may be 0).
+__device__ __forceinline__ void slice_at(const SliceGrid& g, int s, int& row, int& c0, int& n, int cols) {
+  slice_of(g, (long long)s * gridDim.x + blockIdx.x, row, c0, n, cols);
 }
 // The first two of this lane's slots (parts lane and lane + 32) of the row of this block's
 // slice t in bank g.part, read once without waiting (0: not yet published), so that a
@@ -741,16 +768,16 @@ __device__ __forceinline__ void slice_ring_init(unsigned long long* full, unsign
   // about 0.7 us (H200, twentieth session, traced; softmax bf16's fixed cost 10.9 -> 9.8 us).
   mbar_init_fence();
 }
-// The slice_row seeds' staging of the block's slice at step s (g.pack == 0) of x in slot st,
+// The slice_row seeds' staging of slice j (g.pack == 0) of x in slot st,
 // completing the mbarrier bar: one bulk copy issued by lane 0 when al (16-byte aligned rows
 // and buffers; bar gets the byte count), else ordinary loads by the whole warp padded with
 // pad to whole groups of vec_elems, then one arrive. Called by every lane of one warp.
 template <typename T>
-__device__ __forceinline__ void slice_fill(const SliceGrid& g, int s, const T* x, int cols, int vec_elems, T* st,
-                                           unsigned long long* bar, bool al, T pad) {
+__device__ __forceinline__ void slice_fill_j(const SliceGrid& g, long long j, const T* x, int cols, int vec_elems,
+                                             T* st, unsigned long long* bar, bool al, T pad) {
   const int lane = threadIdx.x % 32;
   int row, c0, n;
-  slice_at(g, s, row, c0, n, cols);
+  slice_of(g, j, row, c0, n, cols);
   const T* const xs = x + (size_t)row * cols + c0;
   if (al) {
     if (lane == 0) {
@@ -763,6 +790,12 @@ __device__ __forceinline__ void slice_fill(const SliceGrid& g, int s, const T* x
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   }
+}
+// The same for this block's slice at step s (slice s * G + blockIdx.x).
+template <typename T>
+__device__ __forceinline__ void slice_fill(const SliceGrid& g, int s, const T* x, int cols, int vec_elems, T* st,
+                                           unsigned long long* bar, bool al, T pad) {
+  slice_fill_j(g, (long long)s * gridDim.x + blockIdx.x, x, cols, vec_elems, st, bar, al, pad);
 }
 // The same for a packed slice (g.pack > 0): the block's whole rows at step s
 // (kv::slice_rows), row i at i * rs in the slot (rs: cols when al, else cols rounded up to
