@@ -435,29 +435,6 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
       "r"(parity)
       : "memory");
 }
-// Whether phase `parity` of bar has completed, without waiting (acquire, as mbar_wait).
-// Called by every lane of a warp; the answer is the warp's: true only when every lane saw
-// the phase complete.
-__device__ __forceinline__ bool mbar_done(unsigned long long* bar, unsigned parity) {
-  unsigned ok;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(ok)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return __all_sync(0xffffffffu, ok != 0);
-}
-// The same, but the lanes may be suspended for up to about `ns` nanoseconds waiting for the
-// phase (mbarrier.try_wait's suspend-time hint) before answering.
-__device__ __forceinline__ bool mbar_done_within(unsigned long long* bar, unsigned parity, unsigned ns) {
-  unsigned ok;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(ok)
-      : "r"(smem_addr(bar)), "r"(parity), "r"(ns)
-      : "memory");
-  return __all_sync(0xffffffffu, ok != 0);
-}
 // L2 policy for bulk_load: none, keep (evict_last: read again soon), or drop first
 // (evict_first: last read).
 enum L2Hint { kL2None = 0, kL2EvictLast = 1, kL2EvictFirst = 2 };

@@ -41,25 +41,17 @@
 // 0.90 of the roofline both). (rmsnorm 80.11 / 152.3 / 291.3 / 79.12 -> 79.81 / 149.8 / 291.0 /
 // 79.3, fixed cost 12.6 -> 11.5 us; layernorm 92.13 / 171.7 / 338.4 / 88.42 -> 90.98 / 170.1 /
 // 334.5 / 86.99.)
+// Not shipped (twentieth session, docs/BENCHMARKS.md; the code is in commit 6b9c45b): SPLIT,
+// a publisher warp and a gatherer warp instead of one control warp, and consumers that
+// write each slice as soon as its row is in (no fixed lag), and TICKET, slices taken from a
+// counter in the scratch (a compact window of memory in flight, which lifts a plain ring
+// copy from 3.84 to 3.97 TB/s). Both correct, both slower: preset 152.8 us at bf16
+// 1024x131072, SPLIT 159.8, SPLIT + TICKET 159.2.
 // Not shipped: a grid of a multiple of P blocks (as STAY does in layernorm and rmsnorm), so
 // that every step is full (bf16 1024x131072: 256 blocks, 64 full steps, instead of 264
 // blocks, 62 full steps and one of 16 blocks). Slower at every shape (same call, us: 82.91 /
 // 154.4 / 298.5 / 80.18 against 81.55 / 152.4 / 294.2 / 78.5): a step takes as long with 256
 // blocks as with 264, so the step is bounded by each block's chain, not by DRAM.
-// SPLIT=1 splits the control warp in two: warp 1 only publishes, warp 2 gathers each row
-// as soon as the block's own slice of it is reduced, and the consumers are warps 3..CW + 2;
-// each consumer warp writes its oldest reduced slice as soon as its row is in, else reduces
-// the next slice once it has landed (LAGS and GLAG are unused). TICKET=1 (needs SPLIT)
-// takes each slice from a counter in the scratch instead of the static s * G + block: the
-// slices in flight then stay one compact window of memory, which a persistent grid's static
-// order does not (scripts/copy_patterns.cu, H200: the same ring without statistics moves
-// 3.97 TB/s at 512 MiB in ticket order against 3.84 in static order). No hang: a slice is
-// taken only once a slot is free, so when every ring is full they hold G * SLOTS >= P
-// consecutive tickets from the oldest unwritten one (the kernel traps when P > G * SLOTS),
-// all of that slice's row is taken, and its slices are reduced and published without
-// waiting on any row (the publisher waits only on its own consumers, who never wait in
-// order). The counter grows by N + G per launch (N = rows * P; one ticket past the end per
-// block), so the scratch must stay with one shape, as every `zeroed` scratch does.
 // Why: split_row re-reads each chunk from L2, and on the H200 that second read crosses the
 // fabric between the two L2 partitions when the re-reading SM is on the other side (the
 // fabric is the busiest unit even for a copy; docs/BENCHMARKS.md). Holding the slice in
@@ -103,30 +95,24 @@
 // @kevolve param   EX1    1 0
 // @kevolve param   LW     1 0
 // @kevolve param   TAIL   1 0
-// @kevolve param   SPLIT  0 1
-// @kevolve param   TICKET 0 1
 // Presets (tried in generation 0): f32 1024x131072 and 256x262144, twelfth session:
 // @kevolve preset  BPS=2 CW=4 SLOT=16 SLOTS=6
 //   one step more slack for the writes and the gather (nineteenth session, bf16, us,
 //   1024x131072 / 256x262144: 152.4 / 79.7 against 151.9 / 81.1 at CW=4 LAGS=3 GLAG=2):
 // @kevolve preset  BPS=2 CW=8 SLOT=16 SLOTS=6 LAGS=4 GLAG=3
-//   slices in ticket order (twentieth session; see SPLIT and TICKET above):
-// @kevolve preset  BPS=2 CW=8 SLOT=16 SLOTS=6 SPLIT=1 TICKET=1
 // @kevolve require SLOTS * SLOT * BPS <= 208
-// @kevolve require (CW + 1 + LW + SPLIT) * 32 * BPS <= 1024
-// @kevolve require SPLIT == 0 || LW == 1
-// @kevolve require TICKET == 0 || SPLIT == 1
+// @kevolve require (CW + 1 + LW) * 32 * BPS <= 1024
 // @kevolve require LAGS + 1 < SLOTS
 // @kevolve require GLAG <= LAGS
 // @kevolve entry   softmax_slice
 // @kevolve grid    num_sms * BPS
-// @kevolve block   (CW + 1 + LW + SPLIT) * 32
+// @kevolve block   (CW + 1 + LW) * 32
 // @kevolve smem    SLOTS * SLOT * 1024
 // @kevolve scratch sync (4 + 4 * rows * ceil_div(align_up(cols, 16 / sizeof_T) * sizeof_T, SLOT * 1024)) * 4 zeroed
 #define VEC (16 / KV_SIZEOF_T)  // elements per 16-byte group
 typedef kv::Group<16> Vec;
 #define LOG2E 1.4426950408889634f
-#define NT ((CW + 1 + LW + SPLIT) * 32)
+#define NT ((CW + 1 + LW) * 32)
 
 // (max, sum of 2^((x - max) * log2e)) pairs are merged by kv::online_merge and kv::online_warp_merge.
 
@@ -137,28 +123,14 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
   __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], statd[SLOTS], finr[SLOTS];
   __shared__ float2 red[SLOTS][CW];  // the consumer warps' pairs of the slice in each slot
   __shared__ float2 fin[SLOTS];      // (-max * log2e, 1 / sum) of the row of each slot's slice
-#if SPLIT
-  __shared__ __align__(8) unsigned long long bankr;  // the publisher's bank is in bank_sh
-  __shared__ int bank_sh;
-#endif
-#if TICKET
-  __shared__ long long sidx[SLOTS];  // the slice in each slot (-1: the launch's slices are all taken)
-#endif
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   kv::slice_ring_init(full, empty, statd, finr, SLOTS, CW);
-#if SPLIT
-  if (tid == 0) kv::mbar_init(&bankr, 1);
-#endif
   // Rows that fit a slot CW times or more are packed (a row per consumer warp and more).
   // Syncs; the launch's bank is taken later, by the control warp (kv::slice_bank), so the
   // first copies need not wait for the launch counter's atomic.
   kv::SliceGrid sg = kv::slice_grid(sync, rows, cols, VEC, SLOT * 1024 / KV_SIZEOF_T, CW, true);
   const int P = sg.parts, steps = sg.steps;
-#if TICKET
-  if (P > (int)gridDim.x * SLOTS) __trap();  // the rings must be able to hold a whole row (see TICKET)
-#else
   kv::slice_guard(sg, GLAG);  // traps on rows longer than about G * GLAG slots, rather than risk a hang
-#endif
   const bool al = cols % VEC == 0 && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
   auto slot_ptr = [&](int s) { return reinterpret_cast<T*>(dsm + (size_t)(s % SLOTS) * SLOT * 1024); };
   auto phase = [](int s) { return (unsigned)(s / SLOTS) & 1u; };
@@ -179,8 +151,8 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         kv::mbar_wait(&empty[s % SLOTS], phase(s));
         fill(s + SLOTS);
       }
-    } else if (warp > LW + SPLIT) {
-      const int cw = warp - 1 - LW - SPLIT;
+    } else if (warp > LW) {
+      const int cw = warp - 1 - LW;
       for (int s = 0; s < steps; ++s) {
         int r0, nr;
         kv::slice_rows(sg, s, rows, r0, nr);
@@ -209,69 +181,17 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     return;
   }
 
-  // The slice in this block's step s: s * G + blockIdx.x, or with TICKET the one its ticket named.
-#if TICKET
-  auto slice_j = [&](int s) { return sidx[s % SLOTS]; };
-#else
-  auto slice_j = [&](int s) { return (long long)s * gridDim.x + blockIdx.x; };
-#endif
-  auto at = [&](int s, int& row, int& c0, int& n) { kv::slice_of(sg, slice_j(s), row, c0, n, cols); };
-  // Stage slice s in its slot (kv::slice_fill_j): one bulk copy (lane 0), or ordinary loads padded with -inf.
+  // Stage slice s in its slot (kv::slice_fill): one bulk copy (lane 0), or ordinary loads padded with -inf.
   auto fill = [&](int s) {
-    kv::slice_fill_j(sg, slice_j(s), x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(kv::neg_inf()));
-  };
-  // The gather of the row of slice t: the row's P pairs merged in part order. pre0 and pre1
-  // are this lane's first two slots, asked for earlier (0: not yet published).
-  auto gather_row = [&](int t, unsigned long long pre0, unsigned long long pre1) {
-    int trow, tc0, tn;
-    at(t, trow, tc0, tn);
-    const float2* pr = sg.part + (size_t)trow * P;
-    float2 p = make_float2(kv::neg_inf(), 0.f);
-    for (int k = lane; k < P; k += 32) {
-      unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
-      for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
-        if (++spins > 8) __nanosleep(64);
-      p = kv::online_merge(p, kv::slot_value(bits));
-    }
-    p = kv::online_warp_merge(p);
-    if (lane == 0) {
-      fin[t % SLOTS] = make_float2(-p.x * LOG2E, kv::rcp(p.y));
-      kv::mbar_arrive(&finr[t % SLOTS]);
-    }
+    kv::slice_fill(sg, s, x, cols, VEC, slot_ptr(s), &full[s % SLOTS], al, kv::from_float<T>(kv::neg_inf()));
   };
 #if LW
   if (warp == 0) {
     // ---- loader warp (LW): refills each slot as soon as the consumers have released it ----
-#if TICKET
-    // TICKET: a slice is taken from the launch's counter (sync[2..3], 64 bits) only once a
-    // slot is free, never ahead (a ticket held back while the ring is full could be the last
-    // slice of the row the ring waits for). Every launch takes N + G tickets, N slices and
-    // one past the end per block, so ticket t is slice t mod (N + G) of launch t / (N + G).
-    const long long N = (long long)rows * P, per = N + gridDim.x;
-    unsigned long long* const tick = reinterpret_cast<unsigned long long*>(sync + 2);
-    for (int s = 0;; ++s) {
-      if (s >= SLOTS) kv::mbar_wait(&empty[s % SLOTS], phase(s - SLOTS));
-      long long t = 0;
-      if (lane == 0) t = (long long)atomicAdd(tick, 1ull);
-      t = __shfl_sync(0xffffffffu, t, 0);
-      const long long e = t / per, j = t - e * per;
-      if (lane == 0) {
-        if (s == 0) bank_sh = (int)(e & 1);  // released by the slot's arrive, below
-        sidx[s % SLOTS] = j < N ? j : -1;
-      }
-      __syncwarp();
-      if (j >= N) {  // the end: the slot's phase completes with no copy
-        if (lane == 0) kv::mbar_arrive(&full[s % SLOTS]);
-        break;
-      }
-      fill(s);
-    }
-#else
     for (int s = 0; s < steps; ++s) {
       if (s >= SLOTS) kv::mbar_wait(&empty[s % SLOTS], phase(s - SLOTS));
       fill(s);
     }
-#endif
   } else if (warp == 1) {
     // ---- control warp: the statistics exchange (LW: no fills) ----
 #else
@@ -279,43 +199,26 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
     // ---- control warp ----
     for (int s = 0; s < min(SLOTS, steps); ++s) fill(s);
 #endif
-#if !TICKET
     kv::slice_bank(sg, sync);  // this warp's copy of sg gets the launch's bank
-#endif
-    // Publish slice s's pair (the consumer warps' pairs merged) in this launch's bank.
-    auto publish = [&](int s) {
-      int row, c0, n;
-      at(s, row, c0, n);
-      kv::mbar_wait(&statd[s % SLOTS], phase(s));
-      float2 p = lane < CW ? red[s % SLOTS][lane] : make_float2(kv::neg_inf(), 0.f);
+    // The gather of the row of slice t: the row's P pairs merged in part order. pre0 and pre1
+    // are this lane's first two slots, asked for earlier (0: not yet published).
+    auto gather_row = [&](int t, unsigned long long pre0, unsigned long long pre1) {
+      int trow, tc0, tn;
+      kv::slice_at(sg, t, trow, tc0, tn, cols);
+      const float2* pr = sg.part + (size_t)trow * P;
+      float2 p = make_float2(kv::neg_inf(), 0.f);
+      for (int k = lane; k < P; k += 32) {
+        unsigned long long bits = k == lane ? pre0 : k == lane + 32 ? pre1 : 0ull;
+        for (int spins = 0; bits == 0ull && (bits = kv::slot_bits(pr + k)) == 0ull;)
+          if (++spins > 8) __nanosleep(64);
+        p = kv::online_merge(p, kv::slot_value(bits));
+      }
       p = kv::online_warp_merge(p);
       if (lane == 0) {
-        const int c = c0 / sg.slice_elems;
-        kv::slot_put(sg.part + (size_t)row * P + c, p);
-        kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
+        fin[t % SLOTS] = make_float2(-p.x * LOG2E, kv::rcp(p.y));
+        kv::mbar_arrive(&finr[t % SLOTS]);
       }
     };
-#if SPLIT
-    // ---- SPLIT: this warp only publishes; warp 2 gathers ----
-#if TICKET
-    for (int s = 0;; ++s) {
-      kv::mbar_wait(&full[s % SLOTS], phase(s));
-      if (sidx[s % SLOTS] < 0) break;
-      if (s == 0 && bank_sh) {  // the launch's bank, from the loader's first ticket
-        float2* q = sg.part;
-        sg.part = sg.other;
-        sg.other = q;
-      }
-      publish(s);
-    }
-#else
-    if (lane == 0) {
-      bank_sh = sg.part != reinterpret_cast<float2*>(sync + 4);
-      kv::mbar_arrive(&bankr);
-    }
-    for (int s = 0; s < steps; ++s) publish(s);
-#endif
-#else
     for (int s = 0; s < (TAIL ? steps : steps + LAGS); ++s) {
       // The row of slice t = s - GLAG: its slots are asked for first, so the round trip
       // overlaps the merge of slice s.
@@ -323,7 +226,18 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
       const bool gather = t >= 0 && t < steps;
       unsigned long long pre0 = 0ull, pre1 = 0ull;
       if (gather) kv::slice_ask(sg, t, cols, pre0, pre1);
-      if (s < steps) publish(s);
+      if (s < steps) {  // publish slice s's pair
+        int row, c0, n;
+        kv::slice_at(sg, s, row, c0, n, cols);
+        kv::mbar_wait(&statd[s % SLOTS], phase(s));
+        float2 p = lane < CW ? red[s % SLOTS][lane] : make_float2(kv::neg_inf(), 0.f);
+        p = kv::online_warp_merge(p);
+        if (lane == 0) {
+          const int c = c0 / sg.slice_elems;
+          kv::slot_put(sg.part + (size_t)row * P + c, p);
+          kv::slot_put(sg.other + (size_t)row * P + c, make_float2(0.f, 0.f));  // for launch e + 1
+        }
+      }
       if (gather) gather_row(t, pre0, pre1);
 #if !LW
       // Refill the slot the consumers wrote one step earlier (most likely done by now).
@@ -337,43 +251,13 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
 #if TAIL
     kv::slice_tail<GLAG>(sg, steps, cols, gather_row);  // the last GLAG rows' slots asked for at once
 #endif
-#endif  // SPLIT
-#if SPLIT
-  } else if (warp == 2) {
-    // ---- SPLIT: the gatherer, row by row as soon as this block's own slice is reduced ----
-#if TICKET
-    for (int t = 0;; ++t) {
-      kv::mbar_wait(&full[t % SLOTS], phase(t));
-      if (sidx[t % SLOTS] < 0) break;
-      if (t == 0 && bank_sh) {
-        float2* q = sg.part;
-        sg.part = sg.other;
-        sg.other = q;
-      }
-      kv::mbar_wait(&statd[t % SLOTS], phase(t));
-      gather_row(t, 0ull, 0ull);
-    }
-#else
-    kv::mbar_wait(&bankr, 0);
-    if (bank_sh) {
-      float2* q = sg.part;
-      sg.part = sg.other;
-      sg.other = q;
-    }
-    for (int t = 0; t < steps; ++t) {
-      kv::mbar_wait(&statd[t % SLOTS], phase(t));
-      gather_row(t, 0ull, 0ull);
-    }
-#endif
-#endif
   } else {
     // ---- consumer warps: groups cw * 32 + lane, step CW * 32, of each slice ----
-    const int cw = warp - 1 - LW - SPLIT;
-    // (max, sum) of this warp's share of slice s
-    auto reduce = [&](int s) {
-      {
+    const int cw = warp - 1 - LW;
+    for (int s = 0; s < steps + LAGS; ++s) {
+      if (s < steps) {  // (max, sum) of this warp's share of slice s
         int row, c0, n;
-        at(s, row, c0, n);
+        kv::slice_at(sg, s, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
         kv::mbar_wait(&full[s % SLOTS], phase(s));
         float2 p = make_float2(kv::neg_inf(), 0.f);
@@ -416,12 +300,10 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
           kv::mbar_arrive(&statd[s % SLOTS]);
         }
       }
-    };
-    // y = 2^(x*log2e - M*log2e) / S for this warp's share of slice t
-    auto write = [&](int t) {
-      {
+      if (s >= LAGS) {  // y = 2^(x*log2e - M*log2e) / S for this warp's share of slice s - LAGS
+        const int t = s - LAGS;
         int row, c0, n;
-        at(t, row, c0, n);
+        kv::slice_at(sg, t, row, c0, n, cols);
         const int ng = (n + VEC - 1) / VEC;
         kv::mbar_wait(&finr[t % SLOTS], phase(t));
         const float2 fv = fin[t % SLOTS];
@@ -454,35 +336,6 @@ extern "C" __global__ void __launch_bounds__(NT, BPS)
         __syncwarp();
         if (lane == 0) kv::mbar_arrive(&empty[t % SLOTS]);
       }
-    };
-#if SPLIT
-    // SPLIT: write the oldest reduced slice as soon as its row is in, else reduce the next
-    // slice once it has landed: the lag between the two adapts to each row.
-    // (With TICKET the number of slices is known once the loader's end mark lands.)
-    int nsteps = TICKET ? 0x7fffffff : steps;
-    for (int r = 0, wn = 0; wn < nsteps;) {
-      if (wn < r && kv::mbar_done(&finr[wn % SLOTS], phase(wn))) {
-        write(wn++);
-      } else if (r < nsteps) {
-        if (kv::mbar_done_within(&full[r % SLOTS], phase(r), 128)) {
-#if TICKET
-          if (sidx[r % SLOTS] < 0) {
-            nsteps = r;
-            continue;
-          }
-#endif
-          reduce(r++);
-        }
-      } else {
-        kv::mbar_wait(&finr[wn % SLOTS], phase(wn));
-        write(wn++);
-      }
     }
-#else
-    for (int s = 0; s < steps + LAGS; ++s) {
-      if (s < steps) reduce(s);
-      if (s >= LAGS) write(s - LAGS);
-    }
-#endif
   }
 }
