@@ -70,6 +70,16 @@ __global__ void ring_copy(const uint4* __restrict__ x, uint4* __restrict__ y, lo
     }
   }
 }
+// One warp copies 8 KiB chunk t: 16 loads of 16 bytes a lane in flight, then the stores.
+__device__ __forceinline__ void copy_chunk(const uint4* __restrict__ x, uint4* __restrict__ y, long long t, int lane) {
+  const uint4* xs = x + t * 512;
+  uint4* ys = y + t * 512;
+  uint4 v[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) v[k] = xs[k * 32 + lane];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) ys[k * 32 + lane] = v[k];
+}
 // Persistent copy, chunks taken in ticket order: each warp takes 8 KiB chunks from a global counter.
 __global__ void ticket_copy(const uint4* __restrict__ x, uint4* __restrict__ y, long long nchunks, unsigned long long* ctr) {
   const int lane = threadIdx.x % 32;
@@ -78,13 +88,7 @@ __global__ void ticket_copy(const uint4* __restrict__ x, uint4* __restrict__ y, 
     if (lane == 0) t = atomicAdd(ctr, 1ull);
     t = __shfl_sync(0xffffffffu, t, 0);
     if ((long long)t >= nchunks) return;
-    const uint4* xs = x + t * 512;
-    uint4* ys = y + t * 512;
-    uint4 v[16];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] = xs[k * 32 + lane];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) ys[k * 32 + lane] = v[k];
+    copy_chunk(x, y, (long long)t, lane);
   }
 }
 // The same chunks in static order (chunk k * warps + warp): the ticket's effect alone.
@@ -92,13 +96,7 @@ __global__ void static_copy(const uint4* __restrict__ x, uint4* __restrict__ y, 
   const int lane = threadIdx.x % 32;
   const long long nw = (long long)gridDim.x * (blockDim.x / 32), gw = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
   for (long long t = gw; t < nchunks; t += nw) {
-    const uint4* xs = x + t * 512;
-    uint4* ys = y + t * 512;
-    uint4 v[16];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] = xs[k * 32 + lane];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) ys[k * 32 + lane] = v[k];
+    copy_chunk(x, y, t, lane);
   }
 }
 // The ring, slices taken in ticket order by the loader (the next ticket asked for while a slice loads).
