@@ -53,7 +53,16 @@ pack() {
   python3 "$here/scripts/bench_table.py" --summarize "$out" > "$out/summary.json.tmp" && mv "$out/summary.json.tmp" "$out/summary.json"
   tar czf "$out.tgz" --exclude='*.db' --exclude='*.db-*' --exclude='*.cubin' --exclude='*.ncu-rep' \
     --exclude='*.ptx' --exclude='*.sass' -C "$out" .
-  if [ -n "$copy_to" ]; then cp "$out.tgz" "$copy_to/" || echo "bench_ops.sh: could not copy $out.tgz to $copy_to"; fi
+  if [ -n "$copy_to" ]; then
+    cp "$out.tgz" "$copy_to/" || echo "bench_ops.sh: could not copy $out.tgz to $copy_to"
+    # The device tool returns the first 8 files under $OUT in name order: with more there,
+    # this tarball may be left behind (the twentieth session lost one that way).
+    local n
+    n=$(find "$copy_to" -type f | wc -l)
+    if [ "$n" -gt 8 ]; then
+      echo "bench_ops.sh: warning: $n files under $copy_to; the device tool brings back at most 8, so $(basename "$out").tgz may not come back (keep other files in one tarball)" >&2
+    fi
+  fi
 }
 for op in ${ops//,/ }; do
   for dt in ${dtypes//,/ }; do
