@@ -124,6 +124,20 @@ def targets(latest, matmul):
                 f"{r['op']} {r['dtype']} {r['shape']} {math.floor(1000 * r['sfrac']) / 10:.1f}%" for r in smiss) + ".")
     for dt, gm in sorted(matmul.items()):
         out.append(f"- matmul {dt}: {fmt(gm and 100 * gm, '%.1f%%')} of cuBLAS throughput (geometric mean).")
+    if rows:
+        # One row per (op, dtype, shape), from the folder that last ran that op and dtype: the
+        # table to read first. Bold marks a row moving 64 MiB or more below 90% of the 1 GiB copy.
+        out += ["", "Latest row of every rowwise op, dtype and shape (the run it comes from in the last column; in bold, "
+                "rows moving 64 MiB or more below 90% of the 1 GiB copy, truncated like the lists above):", "",
+                "| op | dtype | shape | MiB moved | kevolve (us) | PyTorch (us) | speedup | kevolve % copy | kevolve % same-size copy | run |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(rows, key=lambda r: (r["op"], r["dtype"], shape_key((r["shape"], 0)))):
+            miss = r["frac"] is not None and r["nbytes"] >= 64 << 20 and r["frac"] < 0.9
+            # a miss truncated, as in the lists above (89.99% must not print as 90.0%); the rest rounded
+            pct = f"{math.floor(1000 * r['frac']) / 10:.1f}%" if miss else fmt(r["frac"] and 100 * r["frac"], "%.1f%%")
+            out.append(f"| {r['op']} | {r['dtype']} | {r['shape']} | {r['nbytes'] / 2**20:.0f} | {r['us']:.1f} | "
+                       f"{fmt(r['torch_us'])} | {fmt(r['sp'], '%.2fx')} | {'**' + pct + '**' if miss else pct} | "
+                       f"{fmt(r['sfrac'] and 100 * r['sfrac'], '%.1f%%')} | {r['date']} |")
     return out + [""]
 
 
@@ -169,7 +183,8 @@ def table(dirs):
                     if sfrac is not None:
                         worst_same = sfrac if worst_same is None else min(worst_same, sfrac)
                 latest[(r["op"], r["dtype"], shape)] = {"op": r["op"], "dtype": r["dtype"], "shape": shape, "nbytes": nbytes,
-                                                        "frac": frac, "sfrac": sfrac, "sp": sp}
+                                                        "frac": frac, "sfrac": sfrac, "sp": sp, "us": kev, "torch_us": t,
+                                                        "date": res["date"]}
                 out.append(f"| {r['op']} | {r['dtype']} | {shape} | {nbytes / 2**20:.0f} | {kev:.1f} | {fmt(r['single'].get(shape))} | "
                            f"{fmt(t)} | {fmt(sp, '%.2fx')} | {fmt(frac and 100 * frac, '%.1f%%')} | {fmt(tfrac and 100 * tfrac, '%.1f%%')} |"
                            + (f" {fmt(sfrac and 100 * sfrac, '%.1f%%')} |" if sizes else ""))
