@@ -15,7 +15,9 @@
 // its last load and its next block's first one: f32 4096x32768 ran 288.9-290.3 us against
 // 310.5-311.5 for the preset below (H200, fourteenth session, same calls). Unaligned rows
 // take the fallback path in a loop, where ptxas spills a few hundred bytes at that preset.
-// WREG=1 loads w and b for the register tile before the reduction instead of after it.
+// WREG=1 loads w and b for the register tile before the reduction instead of after it;
+// with PERSIST, a block loads its groups of w and b once, before its first row, and keeps
+// them in registers for all its rows (no w and b traffic per row from L1 or L2).
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
 // and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
@@ -63,12 +65,10 @@
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / BLOCK
 // PERSIST stages a tile of 16-byte groups, and BPS blocks must fit the SM's shared memory:
 // @kevolve require PERSIST == 0 || VBYTES == 16
-// BPS only counts with PERSIST, and with PERSIST WREG changes only the fallback path
-// (rows longer than a tile, unaligned rows): both kept to one value, no near-duplicate kernels.
+// BPS only counts with PERSIST (kept to one value otherwise, no near-duplicate kernels).
 // @kevolve require PERSIST == 1 || BPS == 1
-// @kevolve require PERSIST == 0 || WREG == 0
 // __launch_bounds__(BLOCK, BPS) caps the registers at 65536 / (BLOCK * BPS):
-// @kevolve require PERSIST == 0 || CHUNKS * VBYTES / 4 + 24 <= 65536 / (BLOCK * BPS)
+// @kevolve require PERSIST == 0 || CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / (BLOCK * BPS)
 // @kevolve require PERSIST == 0 || BPS * BLOCK * CHUNKS * 16 <= 229376
 // @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 : 0
 
@@ -324,6 +324,16 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
     v[c] = kv::load_group<VBYTES, true, size_t, X_L1>(x + (size_t)r * cols, tid + c * nt, tid + c * nt < ngroups, cols);
+#if WREG
+  // w and b for all of this block's rows, loaded once (after the first row's x, whose
+  // loads are already on their way).
+  Vec wk[CHUNKS], bk[CHUNKS];
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    wk[c] = kv::load_group<VBYTES, true, size_t, W_L1>(w, tid + c * nt, tid + c * nt < ngroups, cols);
+    bk[c] = kv::load_group<VBYTES, true, size_t, W_L1>(b, tid + c * nt, tid + c * nt < ngroups, cols);
+  }
+#endif
 #if SHIFT
   float k0 = row_shift(x + (size_t)r * cols, cols);
 #endif
@@ -343,8 +353,13 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
     for (int c = 0; c < CHUNKS; ++c) {
       const int g = tid + c * nt;
       if (g >= ngroups) continue;
+#if WREG
+      const Vec& wg = wk[c];
+      const Vec& bg = bk[c];
+#else
       const Vec wg = kv::load_group<VBYTES, true, size_t, W_L1>(w, g, true, cols);
       const Vec bg = kv::load_group<VBYTES, true, size_t, W_L1>(b, g, true, cols);
+#endif
       kv::store_group<VBYTES, true, STCS, size_t>(yr, g, cols, normalize(v[c], wg, bg, mean, rstd));
     }
     if (r + step < rows) {
