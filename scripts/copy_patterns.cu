@@ -4,7 +4,8 @@
 // pattern without its statistics (a persistent grid, bulk copies into a ring of 16 KiB
 // shared-memory slots, consumer warps storing 16 bytes a lane, right away or LAG steps
 // behind), its slices in static order (slice s * G + block) or taken from a global ticket
-// counter. Median of 25 launches, L2 flushed by a 512 MiB memset before each.
+// counter; and a block per chunk, not persistent, that holds its chunk in shared memory
+// until every chunk of its row is in (rowwait). Median of 25 launches, L2 flushed by a 512 MiB memset before each.
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I evaluators/device -include kevolve.h -DKV_DTYPE_F32 \
 //     -DKV_SIZEOF_T=4 -o exp/copy_patterns scripts/copy_patterns.cu
 //   (device) exp/copy_patterns 256; exp/copy_patterns 512     # MiB read (as many written)
@@ -139,6 +140,64 @@ __global__ void ring_ticket(const uint4* __restrict__ x, uint4* __restrict__ y, 
     }
   }
 }
+// A block per chunk of cb bytes, not persistent, chunks taken in ticket order (a block takes
+// its ticket when it starts). Chunk t belongs to row t / P. The block bulk-copies its chunk
+// into shared memory, reduces it (as a row op's statistics would), counts itself in on the
+// row's counter, waits until all P chunks of its row are in, then writes the chunk from
+// shared memory: the copy ceiling of a non-persistent design that holds each slice on-chip
+// until its row's statistics are known. Deadlock-free while P blocks fit on the GPU at
+// once: the unfinished block with the lowest ticket starts its row, and every block up to
+// its row's end has started once P blocks are resident. The counters are never reset:
+// launch number `epoch` (1, 2, ...) waits for P * epoch.
+__global__ void rowwait_copy(const uint4* __restrict__ x, uint4* __restrict__ y, long long nchunks, int cb, int P,
+                             unsigned epoch, unsigned long long* ctr, unsigned* rowctr, int stcs, unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char dsm[];
+  __shared__ __align__(8) unsigned long long full;
+  __shared__ long long tk;
+  __shared__ unsigned red[32];
+  if (threadIdx.x == 0) {
+    kv::mbar_init(&full, 1);
+    tk = (long long)atomicAdd(ctr, 1ull);
+  }
+  __syncthreads();
+  const long long t = tk;
+  if (t >= nchunks) return;
+  if (threadIdx.x == 0) {
+    kv::mbar_expect(&full, (unsigned)cb);
+    kv::bulk_load(dsm, reinterpret_cast<const char*>(x) + t * cb, (unsigned)cb, &full);
+  }
+  kv::mbar_wait(&full, 0);
+  const uint4* sv = reinterpret_cast<const uint4*>(dsm);
+  const int ng = cb / 16;
+  unsigned acc = 0;
+  for (int g = threadIdx.x; g < ng; g += blockDim.x) {
+    const uint4 v = sv[g];
+    acc += v.x ^ v.y ^ v.z ^ v.w;
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned sum = 0;
+    for (int i = 0; i < (int)blockDim.x / 32; ++i) sum += red[i];
+    if (sum == 0x9e3779b9u) *sink = sum;  // keeps the reduction alive
+    unsigned* rc = rowctr + t / P;
+    atomicAdd(rc, 1u);
+    const unsigned want = (unsigned)P * epoch;
+    for (;;) {
+      unsigned c;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(rc) : "memory");
+      if (c >= want) break;
+      __nanosleep(32);
+    }
+  }
+  __syncthreads();
+  uint4* yt = y + t * ng;
+  for (int g = threadIdx.x; g < ng; g += blockDim.x) {
+    if (stcs) __stcs(yt + g, sv[g]);
+    else yt[g] = sv[g];
+  }
+}
 int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? atol(argv[1]) : 256;  // bytes read (the same written)
   const size_t bytes = mib << 20, n = bytes / 16;
@@ -177,6 +236,27 @@ int main(int argc, char** argv) {
   time("plain copy, 8 x 132 x 256, grid-stride", [&] { plain_copy<<<sms * 8, 256>>>(x, y, n); });
   time("plain copy unroll 4, 8 x 132 x 256", [&] { plain_copy4<<<sms * 8, 256>>>(x, y, n); });
   time("plain copy, one thread per 16 B", [&] { plain_copy<<<(unsigned)((n + 255) / 256), 256>>>(x, y, n); });
+  // rowwait: rows of row_kib KiB (P = row_kib / chunk_kib chunks), a block of 256 threads per chunk.
+  {
+    const size_t max_rows = bytes / (16 * 1024);
+    unsigned* rowctr; CK(cudaMalloc(&rowctr, max_rows * 4));
+    unsigned* sink; CK(cudaMalloc(&sink, 4));
+    struct RW { int chunk_kib, row_kib, stcs; };
+    const RW rws[] = {{16, 16, 1}, {32, 32, 1}, {16, 256, 1}, {32, 256, 1}, {32, 256, 0}, {16, 512, 1}, {32, 512, 1}, {64, 512, 1}};
+    for (const RW& c : rws) {
+      const int cb = c.chunk_kib * 1024, P = c.row_kib / c.chunk_kib;
+      CK(cudaMemset(rowctr, 0, max_rows * 4));
+      unsigned epoch = 0;
+      CK(cudaFuncSetAttribute(rowwait_copy, cudaFuncAttributeMaxDynamicSharedMemorySize, cb));
+      const long long nchunks = (long long)(bytes / cb);
+      char name[96];
+      snprintf(name, sizeof name, "rowwait %2d KiB chunks, rows of %3d KiB%s", c.chunk_kib, c.row_kib, c.stcs ? ", .cs" : "");
+      time(name, [&] {
+        ++epoch;
+        rowwait_copy<<<(unsigned)nchunks, 256, cb>>>(x, y, nchunks, cb, P, epoch, ctr, rowctr, c.stcs, sink);
+      });
+    }
+  }
   struct Cfg { int slot_kib, slots, cw, bps, lag, stcs; };
   const Cfg cfgs[] = {{16, 6, 8, 2, 0, 1}, {16, 6, 8, 2, 4, 1}};
   for (const Cfg& c : cfgs) {

@@ -104,12 +104,31 @@ __device__ __forceinline__ float2 part_shift_sums(Vec (&v)[CH], int gb, int stri
     const int nv = kv::group_count<VBYTES, AL>(gb + c * stride, g1, cols);
     float f[VEC];
     kv::unpack(v[c], f);
+    if (AL) {
+      // A group of an aligned row is all there or all missing: its sums are taken
+      // unconditionally and added under one test. A test per element compiled to a branch
+      // around every element (PTX). Same time within the call's spread (H200, bf16/f16
+      // 16384x4096 and 8192x8192, twenty-second session), fewer spills in the PERSIST
+      // fallback (bf16 28 -> 20 bytes).
+      float s1 = 0.f, s2 = 0.f;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      const float d = f[k] - k0;
-      if (AL ? nv > 0 : k < nv) {
-        q1 += d;
-        q2 = fmaf(d, d, q2);
+      for (int k = 0; k < VEC; ++k) {
+        const float d = f[k] - k0;
+        s1 += d;
+        s2 = fmaf(d, d, s2);
+      }
+      if (nv > 0) {
+        q1 += s1;
+        q2 += s2;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float d = f[k] - k0;
+        if (k < nv) {
+          q1 += d;
+          q2 = fmaf(d, d, q2);
+        }
       }
     }
     kv::launder(v[c]);
