@@ -76,6 +76,44 @@ TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype, a
   }
 }
 
+TEST_CASE("layernorm block_row holds w and b in registers across persistent rows only where its register cap allows", "[compile]") {
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "layernorm").string());
+  REQUIRE(op.ok());
+  const fs::path f = testing::SourceRoot() / "configs" / "ops" / "layernorm" / "seeds" / "block_row.cu";
+  const std::string text = testing::ReadFile(f.string());
+  auto src = CandidateSource::Parse(text, f.string());
+  REQUIRE(src.ok());
+  auto with = [&](Assignment over) {
+    Assignment a = src->DefaultAssignment();
+    for (const auto& [k, v] : over) a[k] = v;
+    return a;
+  };
+  // 2 chunks of 16 bytes: x, w and b take 24 registers, under the 64 that
+  // __launch_bounds__(512, 2) leaves.
+  const Assignment fits = with({{"PERSIST", 1}, {"WREG", 1}, {"XNA", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 2}});
+  NvrtcCompiler nvrtc;
+  for (DType dt : op->dtypes) {
+    CandidateSource parsed;
+    RungResult s = StaticRung(*op, dt, "block_row.cu", text, fits, &parsed);
+    INFO(DTypeName(dt) << ": " << s.log);
+    REQUIRE(s.ok);
+    CompileResult r = nvrtc.Compile(MakeCompileRequest(parsed, fits, dt, "sm_90a"));
+    INFO(r.log);
+    CHECK(r.ok);
+  }
+  // 4 chunks: 48 registers of x, w and b plus 24 where 512 x 2 threads leave 64; without
+  // WREG the same launch fits (16 + 24).
+  const Assignment over_cap = with({{"PERSIST", 1}, {"WREG", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 4}});
+  CandidateSource parsed;
+  RungResult s = StaticRung(*op, DType::kBF16, "block_row.cu", text, over_cap, &parsed);
+  INFO(s.log);
+  CHECK_FALSE(s.ok);
+  CHECK(s.log.find("65536 / (BLOCK * BPS)") != std::string::npos);
+  Assignment no_wreg = over_cap;
+  no_wreg["WREG"] = 0;
+  CHECK(StaticRung(*op, DType::kBF16, "block_row.cu", text, no_wreg, &parsed).ok);
+}
+
 TEST_CASE("a compile error names the candidate's own line", "[compile]") {
   auto r = CompileText(R"(// @kevolve launch bad grid=rows block=32
 extern "C" __global__ void bad(const T* x, T* y, int rows, int cols) {
