@@ -530,6 +530,10 @@ TEST_CASE("kevolve eval --profile takes KEVOLVE_NCU_ARGS metrics and options int
       "KEVOLVE_NCU_ARGS=\"--metrics lts__t_sectors_srcunit_tex.sum --section SpeedOfLight --log-file '" + log.string() +
           "'\"");
   CHECK(out.find("[profile] ok") != std::string::npos);
+  // The user's metric is printed per shape under the table, with its value.
+  CHECK(out.find("metrics from KEVOLVE_NCU_ARGS") != std::string::npos);
+  const size_t um = out.find("metrics from KEVOLVE_NCU_ARGS");
+  CHECK(out.find("512x4096", um) < out.find("lts__t_sectors_srcunit_tex.sum = ", um));
   CHECK(fs::exists(log));
   std::string report;
   for (const auto& e : fs::recursive_directory_iterator(dir))

@@ -83,5 +83,40 @@ TEST_CASE("ncu raw CSV rows are read in launch order, in base units", "[profile]
   CHECK(NcuValueInBaseUnits("n/a", "byte") == 0);
 }
 
+TEST_CASE("KEVOLVE_NCU_ARGS metrics are named once each and read per shape from the raw rows", "[profile]") {
+  std::string err;
+  CHECK(NcuUserMetrics("--section X --metrics a.sum,breakdown:b,c --metrics=a.sum,d.pct", &err) ==
+        std::vector<std::string>{"a.sum", "c", "d.pct"});
+  CHECK(err.empty());
+  CHECK(NcuUserMetrics("--section WarpStateStats", &err).empty());
+  CHECK(NcuUserMetrics("--metrics 'x", &err).empty());
+  CHECK(err.find("unterminated") != std::string::npos);
+
+  // Two launches of one shape: a .sum column adds up, a rate takes the larger, a name asked
+  // for without a rollup gives its rollup columns, and an unknown name gives nothing.
+  const std::string csv =
+      "\"ID\",\"Kernel Name\",\"a.sum\",\"c.avg\",\"c.max\",\"c.sum\",\"cx.sum\",\"d.pct\"\n"
+      "\"\",\"\",\"byte\",\"\",\"\",\"\",\"\",\"%\"\n"
+      "\"0\",\"k\",\"100\",\"2\",\"3\",\"4\",\"9\",\"40\"\n"
+      "\"1\",\"k\",\"50\",\"6\",\"7\",\"8\",\"9\",\"35.5\"\n";
+  const auto rows = ParseNcuRawCsv(csv);
+  REQUIRE(rows.size() == 2);
+  const auto v = UserMetricValues(rows, {"a.sum", "c", "d.pct", "missing.sum"});
+  REQUIRE(v.size() == 5);
+  CHECK(v[0].first == "a.sum");
+  CHECK(v[0].second == Approx(150));
+  CHECK(v[1].first == "c.avg");
+  CHECK(v[1].second == Approx(6));
+  CHECK(v[2].first == "c.max");
+  CHECK(v[2].second == Approx(7));
+  CHECK(v[3].first == "c.sum");
+  CHECK(v[3].second == Approx(12));
+  CHECK(v[4].first == "d.pct");
+  CHECK(v[4].second == Approx(40));
+  const std::vector<std::map<std::string, std::string>> one_launch(rows.begin() + 1, rows.end());
+  CHECK(UserMetricValues(one_launch, {"a.sum"})[0].second == Approx(50));
+  CHECK(UserMetricValues({}, {"a.sum"}).empty());
+}
+
 }  // namespace
 }  // namespace kevolve

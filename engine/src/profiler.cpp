@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "kevolve/core/json_file.h"
@@ -175,6 +176,49 @@ std::string NcuOptions(const std::string& base_metrics, const std::string& extra
   return (metrics.empty() ? "" : " --metrics " + Quote(metrics)) + rest;
 }
 
+std::vector<std::string> NcuUserMetrics(const std::string& extra, std::string* error) {
+  const std::vector<std::string> words = SplitShellWords(extra, error);
+  std::vector<std::string> names;
+  if (!error->empty()) return names;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string list;
+    if (words[i] == "--metrics" && i + 1 < words.size()) list = words[++i];
+    else if (words[i].rfind("--metrics=", 0) == 0) list = words[i].substr(10);
+    else continue;
+    std::istringstream in(list);
+    std::string name;
+    while (std::getline(in, name, ',')) {
+      if (name.empty() || name.find(':') != std::string::npos) continue;
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+std::vector<std::pair<std::string, double>> UserMetricValues(
+    const std::vector<std::map<std::string, std::string>>& launches, const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, double>> out;
+  if (launches.empty()) return out;
+  auto value = [&](const std::string& column) {
+    const bool sum = column.size() > 4 && column.compare(column.size() - 4, 4, ".sum") == 0;
+    double v = sum ? 0 : -std::numeric_limits<double>::infinity();
+    for (const auto& row : launches) v = sum ? v + Num(row, column) : std::max(v, Num(row, column));
+    return v;
+  };
+  for (const std::string& name : names) {
+    const auto& first = launches.front();
+    if (first.count(name)) {
+      out.emplace_back(name, value(name));
+      continue;
+    }
+    // ncu lists a metric asked for without a rollup as NAME.avg, NAME.max, NAME.min and
+    // NAME.sum (in the map's order).
+    for (auto it = first.lower_bound(name + "."); it != first.end() && it->first.rfind(name + ".", 0) == 0; ++it)
+      if (it->first.find('.', name.size() + 1) == std::string::npos) out.emplace_back(it->first, value(it->first));
+  }
+  return out;
+}
+
 SassCounts CountSass(const std::string& sass) {
   SassCounts c;
   std::istringstream in(sass);
@@ -326,6 +370,28 @@ ProfileResult Profile(const EvalRequest& req, const CompileResult& binary, const
     std::snprintf(line, sizeof(line), "%-14s %8.1f %12.1f %6.3f %8.1f %11.1f %7.1f %12.1f %5.0f\n", s->label.c_str(),
                   ns / 1e3, kv_us, ratio, dram / 1e6, s->bytes / 1e6, pct, occ, regs);
     table << line;
+  }
+  // The metrics named in KEVOLVE_NCU_ARGS' --metrics, per shape, after the table and in
+  // the rung's metrics (per_shape[i]["user_metrics"]).
+  std::string name_error;
+  const std::vector<std::string> user = NcuUserMetrics(extra_env ? extra_env : "", &name_error);
+  if (!user.empty()) {
+    table << "metrics from KEVOLVE_NCU_ARGS (summed over a shape's launches for .sum, else the largest):\n";
+    size_t first = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const size_t n = std::min(shapes[i]->launches.size(), rows.size() - std::min(first, rows.size()));
+      std::vector<std::map<std::string, std::string>> launches(rows.begin() + std::min(first, rows.size()),
+                                                               rows.begin() + std::min(first + n, rows.size()));
+      first += shapes[i]->launches.size();
+      nlohmann::json um = nlohmann::json::object();
+      for (const auto& [name, v] : UserMetricValues(launches, user)) {
+        um[name] = v;
+        char line[320];
+        std::snprintf(line, sizeof(line), "  %-14s %s = %.6g\n", shapes[i]->label.c_str(), name.c_str(), v);
+        table << line;
+      }
+      per_shape[i]["user_metrics"] = um;
+    }
   }
   std::sort(ratios.begin(), ratios.end());
   m["ncu_kernels"] = static_cast<int64_t>(rows.size());

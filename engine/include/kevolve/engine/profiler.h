@@ -54,6 +54,18 @@ std::vector<std::string> SplitShellWords(const std::string& text, std::string* e
 // *error set for a `--metrics` without a list or an unterminated quote.
 std::string NcuOptions(const std::string& base_metrics, const std::string& extra, std::string* error);
 
+// The metric names of the `--metrics` lists in KEVOLVE_NCU_ARGS (`extra`, read as
+// NcuOptions reads it), in order and once each. Entries with a ':' (breakdown:NAME,
+// regex:..., group:...) are left out: they stand for many columns.
+std::vector<std::string> NcuUserMetrics(const std::string& extra, std::string* error);
+
+// The values of `names` over one shape's launches (rows of ParseNcuRawCsv): summed over
+// the launches for a column ending in ".sum", the largest of the launches otherwise. A
+// name that ncu reported under rollups instead (NAME.avg, NAME.max, NAME.min, NAME.sum
+// columns) gives one entry per column. Names with no column are left out.
+std::vector<std::pair<std::string, double>> UserMetricValues(
+    const std::vector<std::map<std::string, std::string>>& launches, const std::vector<std::string>& names);
+
 // Counts in `cuobjdump -sass` output: instructions, 128- or 256-bit global loads and
 // stores whatever their cache modifiers (LDG.E.128, LDG.E.NA.128.CONSTANT, STG.E.EF.128,
 // LDG.E.ENL2.256, ...), and local-memory loads and stores (LDL, STL: spills).
