@@ -294,10 +294,12 @@ TEST_CASE("every seed of every op passes every rung in every dtype", "[gpu]") {
   }
 }
 
-TEST_CASE("every preset of every seed, and block_row's L1 policies at every group size, pass the correctness rung", "[gpu]") {
+TEST_CASE("every preset of every seed, block_row's L1 policies at every group size, and persistent w and b in registers pass the correctness rung", "[gpu]") {
   // Presets run in a search's generation 0 and the L1 policies (XNA, WEL) take their own
   // load path (ld.global.nc with an eviction priority): both must be correct on the check
-  // shapes (awkward sizes, unaligned rows), not only compile.
+  // shapes (awkward sizes, unaligned rows), not only compile. So must layernorm block_row's
+  // persistent blocks that keep w and b in registers across rows (PERSIST with WREG), which
+  // no preset uses.
   for (const std::string& name : ShippedOps()) {
     OpSpec op = Op(name);
     for (DType dt : op.dtypes) {
@@ -317,6 +319,13 @@ TEST_CASE("every preset of every seed, and block_row's L1 policies at every grou
             v.params["WEL"] = 1;
             in.push_back(v);
           }
+        }
+        const bool has_persist = std::any_of(parsed->params.begin(), parsed->params.end(), [](const auto& q) { return q.name == "PERSIST"; });
+        if (has_persist) {
+          CandidateInput v = base;
+          for (const auto& [k, val] : Assignment{{"PERSIST", 1}, {"WREG", 1}, {"XNA", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 2}})
+            v.params[k] = val;
+          in.push_back(v);
         }
       }
       if (in.empty()) continue;
@@ -533,7 +542,12 @@ TEST_CASE("kevolve eval --profile takes KEVOLVE_NCU_ARGS metrics and options int
   // The user's metric is printed per shape under the table, with its value.
   CHECK(out.find("metrics from KEVOLVE_NCU_ARGS") != std::string::npos);
   const size_t um = out.find("metrics from KEVOLVE_NCU_ARGS");
-  CHECK(out.find("512x4096", um) < out.find("lts__t_sectors_srcunit_tex.sum = ", um));
+  REQUIRE(um != std::string::npos);
+  const size_t line = out.find("lts__t_sectors_srcunit_tex.sum = ", um);
+  REQUIRE(line != std::string::npos);
+  const size_t shape = out.rfind("512x4096", line);  // the shape leads its metric's line
+  CHECK(shape != std::string::npos);
+  CHECK(shape > um);
   CHECK(fs::exists(log));
   std::string report;
   for (const auto& e : fs::recursive_directory_iterator(dir))

@@ -95,10 +95,10 @@ TEST_CASE("KEVOLVE_NCU_ARGS metrics are named once each and read per shape from 
   // Two launches of one shape: a .sum column adds up, a rate takes the larger, a name asked
   // for without a rollup gives its rollup columns, and an unknown name gives nothing.
   const std::string csv =
-      "\"ID\",\"Kernel Name\",\"a.sum\",\"c.avg\",\"c.max\",\"c.sum\",\"cx.sum\",\"d.pct\"\n"
-      "\"\",\"\",\"byte\",\"\",\"\",\"\",\"\",\"%\"\n"
-      "\"0\",\"k\",\"100\",\"2\",\"3\",\"4\",\"9\",\"40\"\n"
-      "\"1\",\"k\",\"50\",\"6\",\"7\",\"8\",\"9\",\"35.5\"\n";
+      "\"ID\",\"Kernel Name\",\"a.sum\",\"c.avg\",\"c.max\",\"c.sum\",\"c.x.sum\",\"cx.sum\",\"d.pct\"\n"
+      "\"\",\"\",\"byte\",\"\",\"\",\"\",\"\",\"\",\"%\"\n"
+      "\"0\",\"k\",\"100\",\"2\",\"3\",\"4\",\"1\",\"9\",\"40\"\n"
+      "\"1\",\"k\",\"50\",\"6\",\"7\",\"8\",\"1\",\"9\",\"35.5\"\n";
   const auto rows = ParseNcuRawCsv(csv);
   REQUIRE(rows.size() == 2);
   const auto v = UserMetricValues(rows, {"a.sum", "c", "d.pct", "missing.sum"});
@@ -113,6 +113,9 @@ TEST_CASE("KEVOLVE_NCU_ARGS metrics are named once each and read per shape from 
   CHECK(v[3].second == Approx(12));
   CHECK(v[4].first == "d.pct");
   CHECK(v[4].second == Approx(40));
+  // A name listed twice over (c, then its c.sum) is reported once.
+  const auto twice = UserMetricValues(rows, {"c", "c.sum"});
+  CHECK(twice.size() == 3);
   const std::vector<std::map<std::string, std::string>> one_launch(rows.begin() + 1, rows.end());
   CHECK(UserMetricValues(one_launch, {"a.sum"})[0].second == Approx(50));
   CHECK(UserMetricValues({}, {"a.sum"}).empty());

@@ -205,16 +205,21 @@ std::vector<std::pair<std::string, double>> UserMetricValues(
     for (const auto& row : launches) v = sum ? v + Num(row, column) : std::max(v, Num(row, column));
     return v;
   };
+  auto add = [&](const std::string& column) {
+    for (const auto& [c, v] : out)
+      if (c == column) return;  // named twice (NAME, then NAME.sum)
+    out.emplace_back(column, value(column));
+  };
   for (const std::string& name : names) {
     const auto& first = launches.front();
     if (first.count(name)) {
-      out.emplace_back(name, value(name));
+      add(name);
       continue;
     }
     // ncu lists a metric asked for without a rollup as NAME.avg, NAME.max, NAME.min and
     // NAME.sum (in the map's order).
     for (auto it = first.lower_bound(name + "."); it != first.end() && it->first.rfind(name + ".", 0) == 0; ++it)
-      if (it->first.find('.', name.size() + 1) == std::string::npos) out.emplace_back(it->first, value(it->first));
+      if (it->first.find('.', name.size() + 1) == std::string::npos) add(it->first);
   }
   return out;
 }
