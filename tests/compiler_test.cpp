@@ -114,6 +114,54 @@ TEST_CASE("layernorm block_row holds w and b in registers across persistent rows
   CHECK(StaticRung(*op, DType::kBF16, "block_row.cu", text, no_wreg, &parsed).ok);
 }
 
+TEST_CASE("layernorm block_row gives w and b shared memory only where they fit beside the persistent tile", "[compile]") {
+  auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "layernorm").string());
+  REQUIRE(op.ok());
+  const fs::path f = testing::SourceRoot() / "configs" / "ops" / "layernorm" / "seeds" / "block_row.cu";
+  const std::string text = testing::ReadFile(f.string());
+  auto src = CandidateSource::Parse(text, f.string());
+  REQUIRE(src.ok());
+  auto with = [&](Assignment over) {
+    Assignment a = src->DefaultAssignment();
+    for (const auto& [k, v] : over) a[k] = v;
+    return a;
+  };
+  auto smem = [&](const Assignment& a, int64_t cols, int64_t sizeof_t) {
+    auto l = ResolveLaunches(*src, a, {{"rows", 4096}, {"cols", cols}, {"sizeof_T", sizeof_t}, {"num_sms", 132}});
+    REQUIRE(l.ok());
+    REQUIRE(l->size() == 1);
+    return (*l)[0].smem;
+  };
+  const Assignment wsm = with({{"PERSIST", 1}, {"WSM", 1}, {"BLOCK", 1024}, {"CHUNKS", 4}});
+  Assignment plain = wsm;
+  plain["WSM"] = 0;
+  // bf16 32768 columns: the 1024 x 4 x 16-byte tile (64 KiB) plus 2 x 64 KiB of w and b.
+  CHECK(smem(plain, 32768, 2) == 65536);
+  CHECK(smem(wsm, 32768, 2) == 65536 + 2 * 32768 * 2);
+  // f32: 256 KiB of w and b do not fit beside the tile, so the launch asks for the tile
+  // alone and the kernel reads w and b per row.
+  CHECK(smem(wsm, 32768, 4) == 65536);
+  // Unaligned rows (no 16-byte groups) take the fallback path: no room for w and b.
+  CHECK(smem(wsm, 32767, 2) == smem(plain, 32767, 2));
+  // Two blocks per SM need twice the room: 16384 bf16 columns (512 x 4 tile, 32 KiB, plus
+  // 64 KiB) fit twice, 32768 (64 + 128 KiB) do not.
+  Assignment two = with({{"PERSIST", 1}, {"WSM", 1}, {"BLOCK", 512}, {"CHUNKS", 4}, {"BPS", 2}});
+  CHECK(smem(two, 16384, 2) == 32768 + 65536);
+  CHECK(smem(two, 32768, 2) == 32768);
+  // WSM needs the persistent grid and is pointless with WREG (w and b already in registers).
+  CandidateSource parsed;
+  for (DType dt : op->dtypes) {
+    RungResult s = StaticRung(*op, dt, "block_row.cu", text, wsm, &parsed);
+    INFO(DTypeName(dt) << ": " << s.log);
+    CHECK(s.ok);
+  }
+  CHECK_FALSE(StaticRung(*op, DType::kBF16, "block_row.cu", text, with({{"WSM", 1}}), &parsed).ok);
+  CHECK_FALSE(StaticRung(*op, DType::kBF16, "block_row.cu", text,
+                         with({{"PERSIST", 1}, {"WSM", 1}, {"WREG", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 2}}),
+                         &parsed)
+                   .ok);
+}
+
 TEST_CASE("a compile error names the candidate's own line", "[compile]") {
   auto r = CompileText(R"(// @kevolve launch bad grid=rows block=32
 extern "C" __global__ void bad(const T* x, T* y, int rows, int cols) {

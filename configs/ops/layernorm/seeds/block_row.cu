@@ -18,6 +18,13 @@
 // WREG=1 loads w and b for the register tile before the reduction instead of after it;
 // with PERSIST, a block loads its groups of w and b once, before its first row, and keeps
 // them in registers for all its rows (no w and b traffic per row from L1 or L2).
+// WSM=1 (with PERSIST, without WREG) copies a persistent block's groups of w and b into
+// shared memory once, after the tile's staging area, when the launch gave it room (the
+// launch asks for it only when the tile and all of w and b fit BPS blocks per SM; the
+// kernel reads %dynamic_smem_size and falls back to reading w and b per row otherwise).
+// Each thread copies only the groups it later reads, so no barrier is needed. It is for
+// rows too wide for WREG's registers (bf16/f16 4096x32768 at 1024 x 4: 128 KiB of w and b
+// a row, which otherwise cross L1 or L2 again for every row).
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
 // and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
@@ -48,6 +55,7 @@
 // @kevolve param   WEL    0 1
 // @kevolve param   PERSIST 0 1
 // @kevolve param   BPS    1 2
+// @kevolve param   WSM    0 1
 // @kevolve param   SHIFT  1 0
 // Presets (tried in generation 0): per-shape winners measured on the H200, eighth session.
 //   bf16 16384x4096: 70.2 us in a hand-picked sweep:
@@ -60,6 +68,8 @@
 // @kevolve preset  BLOCK=1024 CHUNKS=8 STCS=1 XNA=1
 //   the same row with persistent blocks, fourteenth session: 288.9-290.3 us:
 // @kevolve preset  BLOCK=1024 CHUNKS=8 PERSIST=1
+//   bf16/f16 4096x32768 with w and b in shared memory (twenty-third session):
+// @kevolve preset  BLOCK=1024 CHUNKS=4 PERSIST=1 WSM=1
 // @kevolve require VBYTES >= sizeof_T
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) <= 256
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / BLOCK
@@ -67,10 +77,12 @@
 // @kevolve require PERSIST == 0 || VBYTES == 16
 // BPS only counts with PERSIST (kept to one value otherwise, no near-duplicate kernels).
 // @kevolve require PERSIST == 1 || BPS == 1
+// WSM only counts with PERSIST, and WREG already holds w and b in registers:
+// @kevolve require WSM == 0 || (PERSIST == 1 && WREG == 0)
 // __launch_bounds__(BLOCK, BPS) caps the registers at 65536 / (BLOCK * BPS):
 // @kevolve require PERSIST == 0 || CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / (BLOCK * BPS)
 // @kevolve require PERSIST == 0 || BPS * BLOCK * CHUNKS * 16 <= 229376
-// @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 : 0
+// @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 + (WSM && cols % (16 / sizeof_T) == 0 && BPS * (min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 + 2 * cols * sizeof_T) <= 229376 ? 2 * cols * sizeof_T : 0) : 0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
 #define X_L1 (XNA ? kv::kL1NoAllocate : kv::kL1Default)
@@ -343,6 +355,24 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
     v[c] = kv::load_group<VBYTES, true, size_t, X_L1>(x + (size_t)r * cols, tid + c * nt, tid + c * nt < ngroups, cols);
+#if WSM
+  // w and b in shared memory after the staging area, when the launch made room for them.
+  unsigned dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  const size_t wb_at = (size_t)nt * CHUNKS * 16;
+  const bool wsm = dyn >= wb_at + 2u * (size_t)ngroups * 16u;
+  uint4* const wsv = reinterpret_cast<uint4*>(stage + wb_at);  // group g of w at g, of b at ngroups + g
+  if (wsm) {
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int g = tid + c * nt;
+      if (g < ngroups) {
+        wsv[g] = kv::load_group<VBYTES, true, size_t, W_L1>(w, g, true, cols).r;
+        wsv[ngroups + g] = kv::load_group<VBYTES, true, size_t, W_L1>(b, g, true, cols).r;
+      }
+    }
+  }
+#endif
 #if WREG
   // w and b for all of this block's rows, loaded once (after the first row's x, whose
   // loads are already on their way).
@@ -375,6 +405,15 @@ __device__ __forceinline__ void persist_rows(const T* __restrict__ x, const T* _
 #if WREG
       const Vec& wg = wk[c];
       const Vec& bg = bk[c];
+#elif WSM
+      Vec wg, bg;
+      if (wsm) {
+        wg.r = wsv[g];
+        bg.r = wsv[ngroups + g];
+      } else {
+        wg = kv::load_group<VBYTES, true, size_t, W_L1>(w, g, true, cols);
+        bg = kv::load_group<VBYTES, true, size_t, W_L1>(b, g, true, cols);
+      }
 #else
       const Vec wg = kv::load_group<VBYTES, true, size_t, W_L1>(w, g, true, cols);
       const Vec bg = kv::load_group<VBYTES, true, size_t, W_L1>(b, g, true, cols);
