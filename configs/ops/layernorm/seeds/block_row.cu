@@ -24,7 +24,11 @@
 // kernel reads %dynamic_smem_size and falls back to reading w and b per row otherwise).
 // Each thread copies only the groups it later reads, so no barrier is needed. It is for
 // rows too wide for WREG's registers (bf16/f16 4096x32768 at 1024 x 4: 128 KiB of w and b
-// a row, which otherwise cross L1 or L2 again for every row).
+// a row, which otherwise cross L1 or L2 again for every row). Measured (H200, twenty-third
+// session, us, 4096x32768 / 16384x16384 / 8192x8192, WSM 0 -> 1): f16 512 x 8 156.4 / 289.7 /
+// 84.5 -> 146.9 / 289.6 / 77.5, but 1024 x 4 142.6 / 281.2 / 79.2 -> 144.2 / 288.7 / 78.4 (bf16
+// 143.8 / 282.5 / 80.1 -> 144.1 / 287.6 / 78.6), and one block per row of 1024 x 8 stays the
+// pick at 4096x32768 (140.4-140.8): a parameter, not a preset.
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
 // and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
@@ -68,8 +72,6 @@
 // @kevolve preset  BLOCK=1024 CHUNKS=8 STCS=1 XNA=1
 //   the same row with persistent blocks, fourteenth session: 288.9-290.3 us:
 // @kevolve preset  BLOCK=1024 CHUNKS=8 PERSIST=1
-//   bf16/f16 4096x32768 with w and b in shared memory (twenty-third session):
-// @kevolve preset  BLOCK=1024 CHUNKS=4 PERSIST=1 WSM=1
 // @kevolve require VBYTES >= sizeof_T
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) <= 256
 // @kevolve require CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / BLOCK
