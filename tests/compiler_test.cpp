@@ -144,16 +144,34 @@ TEST_CASE("layernorm block_row gives w and b shared memory only where they fit b
   // Unaligned rows (no 16-byte groups) take the fallback path: no room for w and b.
   CHECK(smem(wsm, 32767, 2) == smem(plain, 32767, 2));
   // Two blocks per SM need twice the room: 16384 bf16 columns (512 x 4 tile, 32 KiB, plus
-  // 64 KiB) fit twice, 32768 (64 + 128 KiB) do not.
+  // 64 KiB) fit twice; 32768 bf16 columns at 512 x 8 (64 KiB tile plus 128 KiB) do not.
   Assignment two = with({{"PERSIST", 1}, {"WSM", 1}, {"BLOCK", 512}, {"CHUNKS", 4}, {"BPS", 2}});
   CHECK(smem(two, 16384, 2) == 32768 + 65536);
+  Assignment two8 = two;
+  two8["CHUNKS"] = 8;
+  CHECK(smem(two8, 32768, 2) == 65536);
+  // A row longer than one tile takes the fallback path: no room for w and b.
   CHECK(smem(two, 32768, 2) == 32768);
+  // The grid holds BPS * BLOCK / block blocks per SM: at 1024 x 8, a 32768-column bf16 row
+  // gets blocks of 512 threads, two per SM, and two of (64 + 128 KiB) do not fit.
+  Assignment wide = wsm;
+  wide["CHUNKS"] = 8;
+  CHECK(smem(wide, 32768, 2) == 65536);
+  // Nor do 8192 columns there (blocks of 128, 8 per SM, 16 + 32 KiB each); at 1024 x 4 they
+  // do (blocks of 256, 4 per SM, 16 + 32 KiB each), and so do 16384 (512, 2 per SM, 32 + 64).
+  CHECK(smem(wide, 8192, 2) == 16384);
+  CHECK(smem(wsm, 8192, 2) == 16384 + 32768);
+  CHECK(smem(wsm, 16384, 2) == 32768 + 65536);
   // WSM needs the persistent grid and is pointless with WREG (w and b already in registers).
   CandidateSource parsed;
+  NvrtcCompiler nvrtc;
   for (DType dt : op->dtypes) {
     RungResult s = StaticRung(*op, dt, "block_row.cu", text, wsm, &parsed);
     INFO(DTypeName(dt) << ": " << s.log);
-    CHECK(s.ok);
+    REQUIRE(s.ok);
+    CompileResult r = nvrtc.Compile(MakeCompileRequest(parsed, wsm, dt, "sm_90a"));
+    INFO(r.log);
+    CHECK(r.ok);
   }
   CHECK_FALSE(StaticRung(*op, DType::kBF16, "block_row.cu", text, with({{"WSM", 1}}), &parsed).ok);
   CHECK_FALSE(StaticRung(*op, DType::kBF16, "block_row.cu", text,

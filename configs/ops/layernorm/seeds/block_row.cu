@@ -20,15 +20,19 @@
 // them in registers for all its rows (no w and b traffic per row from L1 or L2).
 // WSM=1 (with PERSIST, without WREG) copies a persistent block's groups of w and b into
 // shared memory once, after the tile's staging area, when the launch gave it room (the
-// launch asks for it only when the tile and all of w and b fit BPS blocks per SM; the
-// kernel reads %dynamic_smem_size and falls back to reading w and b per row otherwise).
+// launch asks for it only for rows of one tile, and only when the grid's blocks per SM,
+// BPS * BLOCK / block, each with its tile, w, b and 2 KiB for the per-block reserve and
+// the static arrays, fit the SM's 228 KiB; the kernel reads %dynamic_smem_size and falls
+// back to reading w and b per row otherwise).
 // Each thread copies only the groups it later reads, so no barrier is needed. It is for
 // rows too wide for WREG's registers (bf16/f16 4096x32768 at 1024 x 4: 128 KiB of w and b
 // a row, which otherwise cross L1 or L2 again for every row). Measured (H200, twenty-third
 // session, us, 4096x32768 / 16384x16384 / 8192x8192, WSM 0 -> 1): f16 512 x 8 156.4 / 289.7 /
 // 84.5 -> 146.9 / 289.6 / 77.5, but 1024 x 4 142.6 / 281.2 / 79.2 -> 144.2 / 288.7 / 78.4 (bf16
 // 143.8 / 282.5 / 80.1 -> 144.1 / 287.6 / 78.6), and one block per row of 1024 x 8 stays the
-// pick at 4096x32768 (140.4-140.8): a parameter, not a preset.
+// pick at 4096x32768 (140.4-140.8): a parameter, not a preset. (Those runs' launch counted
+// BPS blocks per SM where the grid holds BPS * BLOCK / block: 1024 x 8 got the room and ran
+// in two waves; it no longer gets it.)
 // XNA=1 reads x without allocating in L1 and WEL=1 asks L1 to keep w and b, so that the w
 // and b of the previous rows on the SM are still there (aligned rows only: ignored when cols % VEC != 0).
 // When cols % VEC != 0 the rows are not VBYTES-aligned, and every access is scalar.
@@ -84,7 +88,7 @@
 // __launch_bounds__(BLOCK, BPS) caps the registers at 65536 / (BLOCK * BPS):
 // @kevolve require PERSIST == 0 || CHUNKS * VBYTES * (1 + 2 * WREG) / 4 + 24 <= 65536 / (BLOCK * BPS)
 // @kevolve require PERSIST == 0 || BPS * BLOCK * CHUNKS * 16 <= 229376
-// @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 + (WSM && cols % (16 / sizeof_T) == 0 && BPS * (min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 + 2 * cols * sizeof_T) <= 229376 ? 2 * cols * sizeof_T : 0) : 0
+// @kevolve launch  layernorm_block grid=PERSIST ? ceil_div(rows, ceil_div(rows, num_sms * BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))))) : rows block=min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) smem=PERSIST ? min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 + (WSM && cols % (16 / sizeof_T) == 0 && cols * sizeof_T <= min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 && BPS * BLOCK / min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * (min(BLOCK, max(64, pow2_ceil(ceil_div(cols, CHUNKS * VBYTES / sizeof_T)))) * CHUNKS * 16 + 2 * cols * sizeof_T + 2048) <= 233472 ? 2 * cols * sizeof_T : 0) : 0
 
 #define VEC (VBYTES / KV_SIZEOF_T)
 #define X_L1 (XNA ? kv::kL1NoAllocate : kv::kL1Default)
