@@ -33,6 +33,43 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {
 }
 )";
 
+// layernorm's block_row seed, parsed, for the tests of its parameters.
+struct LayernormBlockRow {
+  OpSpec op;
+  std::string text;
+  CandidateSource src;
+  LayernormBlockRow() {
+    const fs::path dir = testing::SourceRoot() / "configs" / "ops" / "layernorm";
+    auto spec = LoadOpSpec(dir.string());
+    REQUIRE(spec.ok());
+    op = *spec;
+    const fs::path f = dir / "seeds" / "block_row.cu";
+    text = testing::ReadFile(f.string());
+    auto parsed = CandidateSource::Parse(text, f.string());
+    REQUIRE(parsed.ok());
+    src = *parsed;
+  }
+  // The default assignment with `over` applied.
+  Assignment With(const Assignment& over) const {
+    Assignment a = src.DefaultAssignment();
+    for (const auto& [k, v] : over) a[k] = v;
+    return a;
+  }
+  // `a` passes the static rung and compiles for sm_90a in every dtype of the op.
+  void CompilesInEveryDtype(const Assignment& a) const {
+    NvrtcCompiler nvrtc;
+    for (DType dt : op.dtypes) {
+      CandidateSource parsed;
+      RungResult s = StaticRung(op, dt, "block_row.cu", text, a, &parsed);
+      INFO(DTypeName(dt) << ": " << s.log);
+      REQUIRE(s.ok);
+      CompileResult r = nvrtc.Compile(MakeCompileRequest(parsed, a, dt, "sm_90a"));
+      INFO(r.log);
+      CHECK(r.ok);
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype, and so does every preset", "[compile]") {
@@ -77,57 +114,36 @@ TEST_CASE("every shipped seed and reference compiles for sm_90 in every dtype, a
 }
 
 TEST_CASE("layernorm block_row holds w and b in registers across persistent rows only where its register cap allows", "[compile]") {
-  auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "layernorm").string());
-  REQUIRE(op.ok());
-  const fs::path f = testing::SourceRoot() / "configs" / "ops" / "layernorm" / "seeds" / "block_row.cu";
-  const std::string text = testing::ReadFile(f.string());
-  auto src = CandidateSource::Parse(text, f.string());
-  REQUIRE(src.ok());
-  auto with = [&](Assignment over) {
-    Assignment a = src->DefaultAssignment();
-    for (const auto& [k, v] : over) a[k] = v;
-    return a;
-  };
+  const LayernormBlockRow lb;
+  const OpSpec& op = lb.op;
+  const std::string& text = lb.text;
+  const CandidateSource& src = lb.src;
+  auto with = [&](const Assignment& over) { return lb.With(over); };
   // 2 chunks of 16 bytes: x, w and b take 24 registers, under the 64 that
   // __launch_bounds__(512, 2) leaves.
   const Assignment fits = with({{"PERSIST", 1}, {"WREG", 1}, {"XNA", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 2}});
-  NvrtcCompiler nvrtc;
-  for (DType dt : op->dtypes) {
-    CandidateSource parsed;
-    RungResult s = StaticRung(*op, dt, "block_row.cu", text, fits, &parsed);
-    INFO(DTypeName(dt) << ": " << s.log);
-    REQUIRE(s.ok);
-    CompileResult r = nvrtc.Compile(MakeCompileRequest(parsed, fits, dt, "sm_90a"));
-    INFO(r.log);
-    CHECK(r.ok);
-  }
+  lb.CompilesInEveryDtype(fits);
   // 4 chunks: 48 registers of x, w and b plus 24 where 512 x 2 threads leave 64; without
   // WREG the same launch fits (16 + 24).
   const Assignment over_cap = with({{"PERSIST", 1}, {"WREG", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 4}});
   CandidateSource parsed;
-  RungResult s = StaticRung(*op, DType::kBF16, "block_row.cu", text, over_cap, &parsed);
+  RungResult s = StaticRung(op, DType::kBF16, "block_row.cu", text, over_cap, &parsed);
   INFO(s.log);
   CHECK_FALSE(s.ok);
   CHECK(s.log.find("65536 / (BLOCK * BPS)") != std::string::npos);
   Assignment no_wreg = over_cap;
   no_wreg["WREG"] = 0;
-  CHECK(StaticRung(*op, DType::kBF16, "block_row.cu", text, no_wreg, &parsed).ok);
+  CHECK(StaticRung(op, DType::kBF16, "block_row.cu", text, no_wreg, &parsed).ok);
 }
 
 TEST_CASE("layernorm block_row gives w and b shared memory only where they fit beside the persistent tile", "[compile]") {
-  auto op = LoadOpSpec((testing::SourceRoot() / "configs" / "ops" / "layernorm").string());
-  REQUIRE(op.ok());
-  const fs::path f = testing::SourceRoot() / "configs" / "ops" / "layernorm" / "seeds" / "block_row.cu";
-  const std::string text = testing::ReadFile(f.string());
-  auto src = CandidateSource::Parse(text, f.string());
-  REQUIRE(src.ok());
-  auto with = [&](Assignment over) {
-    Assignment a = src->DefaultAssignment();
-    for (const auto& [k, v] : over) a[k] = v;
-    return a;
-  };
+  const LayernormBlockRow lb;
+  const OpSpec& op = lb.op;
+  const std::string& text = lb.text;
+  const CandidateSource& src = lb.src;
+  auto with = [&](const Assignment& over) { return lb.With(over); };
   auto smem = [&](const Assignment& a, int64_t cols, int64_t sizeof_t) {
-    auto l = ResolveLaunches(*src, a, {{"rows", 4096}, {"cols", cols}, {"sizeof_T", sizeof_t}, {"num_sms", 132}});
+    auto l = ResolveLaunches(src, a, {{"rows", 4096}, {"cols", cols}, {"sizeof_T", sizeof_t}, {"num_sms", 132}});
     REQUIRE(l.ok());
     REQUIRE(l->size() == 1);
     return (*l)[0].smem;
@@ -163,18 +179,10 @@ TEST_CASE("layernorm block_row gives w and b shared memory only where they fit b
   CHECK(smem(wsm, 8192, 2) == 16384 + 32768);
   CHECK(smem(wsm, 16384, 2) == 32768 + 65536);
   // WSM needs the persistent grid and is pointless with WREG (w and b already in registers).
+  lb.CompilesInEveryDtype(wsm);
   CandidateSource parsed;
-  NvrtcCompiler nvrtc;
-  for (DType dt : op->dtypes) {
-    RungResult s = StaticRung(*op, dt, "block_row.cu", text, wsm, &parsed);
-    INFO(DTypeName(dt) << ": " << s.log);
-    REQUIRE(s.ok);
-    CompileResult r = nvrtc.Compile(MakeCompileRequest(parsed, wsm, dt, "sm_90a"));
-    INFO(r.log);
-    CHECK(r.ok);
-  }
-  CHECK_FALSE(StaticRung(*op, DType::kBF16, "block_row.cu", text, with({{"WSM", 1}}), &parsed).ok);
-  CHECK_FALSE(StaticRung(*op, DType::kBF16, "block_row.cu", text,
+  CHECK_FALSE(StaticRung(op, DType::kBF16, "block_row.cu", text, with({{"WSM", 1}}), &parsed).ok);
+  CHECK_FALSE(StaticRung(op, DType::kBF16, "block_row.cu", text,
                          with({{"PERSIST", 1}, {"WSM", 1}, {"WREG", 1}, {"BLOCK", 512}, {"BPS", 2}, {"CHUNKS", 2}}),
                          &parsed)
                    .ok);
