@@ -342,7 +342,11 @@ TEST_CASE("the worker's harness kernels compile for sm_90", "[compile]") {
   auto r = nvrtc.Compile(HarnessCompileRequest("sm_90"));
   INFO(r.log);
   REQUIRE(r.ok);
-  CHECK(r.lowered.size() == 5);
+  CHECK(r.lowered.size() == 8);
+  // The L2 probes load with .cg (L2, not L1: an L1 hit would hide the partition) and read
+  // the SM id.
+  CHECK(r.ptx.find("ld.global.cg.u32") != std::string::npos);
+  CHECK(r.ptx.find("%smid") != std::string::npos);
 }
 
 TEST_CASE("parameters named like kevolve.h's identifiers do not break the pre-included header", "[compile]") {

@@ -693,3 +693,38 @@ TEST_CASE("kevolve --op softmax runs generations, then kevolve export writes eve
     CHECK(d["median_us"].get<double>() > 0);  // timed again (no speed is asserted)
   }
 }
+
+TEST_CASE("the calibration maps the L2 partitions, and kevolve devices --calibrate reports them", "[gpu]") {
+  auto& f = GpuFixture::Get();
+  auto gpus = ListGpus();
+  REQUIRE(gpus.ok());
+  for (const auto& [uuid, c] : f.cal) {
+    INFO(uuid << ": " << c.details.dump());
+    REQUIRE(c.details.contains("l2"));
+    const auto& l2 = c.details["l2"];
+    REQUIRE_FALSE(l2.contains("error"));
+    const int parts = l2.value("partitions", 0);
+    CHECK((parts == 1 || parts == 2));
+    int sm_count = 0;
+    std::string name;
+    for (const auto& g : *gpus)
+      if (g.uuid == uuid) sm_count = g.sm_count, name = g.name;
+    // Hopper's L2 is two partitions (the H200's measured in the twenty-fourth session).
+    if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) CHECK(parts == 2);
+    if (parts != 2) continue;
+    CHECK(l2.value("near_hit_cycles", 0.0) > 50);  // the probes timed loads
+    CHECK(l2["sms_per_partition"][0].get<int>() + l2["sms_per_partition"][1].get<int>() == sm_count);
+    CHECK(l2["far_hit_cycles"].get<double>() > 1.2 * l2["near_hit_cycles"].get<double>());
+    const auto granule = l2.value("owner_granule_bytes", 0LL);
+    CHECK(granule >= 512);
+    CHECK((granule & (granule - 1)) == 0);
+    // Owners split about evenly, and the owner-aware copy copied (checked in the worker).
+    CHECK(l2.value("reference_side_owns", 0.0) > 0.3);
+    CHECK(l2.value("reference_side_owns", 0.0) < 0.7);
+    CHECK(l2.value("owner_aware_copy_gbps", 0.0) > 0);
+    CHECK(l2.value("ticket_copy_gbps", 0.0) > 0);
+  }
+  const std::string out = KevolveOk("devices --calibrate");
+  CHECK(out.find("L2: ") != std::string::npos);
+  CHECK(out.find("L2: not measured") == std::string::npos);
+}

@@ -4,6 +4,7 @@
 
 #include "cupti_timer.h"
 #include "gpu_eval.h"
+#include "l2_calibration.h"
 
 namespace kevolve::gpu {
 
@@ -343,6 +344,10 @@ Result<Calibration> Evaluator::Calibrate() {
   cal.details = {{"copy_bytes", static_cast<int64_t>(bytes)}, {"memcpy_gbps", memcpy_gbps},
                  {"copy_kernel_gbps", kernel_gbps}, {"fma_ms", *fma_ms}, {"fma_flops", flops},
                  {"method", "median of 20 (copy) / 10 (fma) event-timed repetitions after 2 warm-ups"}};
+  // The L2 layout is a report; the calibration stands without it.
+  auto l2 = MeasureL2Layout(dev_, harness_, src->ptr(), dst->ptr(), bytes,
+                            [&](const std::function<Status()>& enqueue, int reps) { return time(enqueue, reps); });
+  cal.details["l2"] = l2.ok() ? *l2 : nlohmann::json{{"error", l2.error()}};
   return cal;
 }
 

@@ -1,6 +1,7 @@
 // The worker's own kernels, compiled once per process with NVRTC for the device: input
 // generators (counter-based, so any element can be drawn from its seed alone), a 16-byte
-// copy for calibration, and an FMA chain for the fp32 peak.
+// copy for calibration, an FMA chain for the fp32 peak, and the L2 partition probes
+// (l2_layout.h).
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,27 @@ class Harness {
   Status Copy(CUdeviceptr src, CUdeviceptr dst, int64_t n16, int blocks) const;
   // Runs `iters` iterations of 8 independent FMA chains in every thread; enqueued.
   Status Fma(CUdeviceptr out, int iters, int blocks, int threads) const;
+  // The block on SM `sm` reads the n lines at base + off[i] (bytes; off is n int64 on the
+  // device) into L2. claim: an int per SM, zeroed before the launch. Enqueued.
+  Status L2Warm(CUdeviceptr base, CUdeviceptr off, int n, int sm, CUdeviceptr claim, CUdeviceptr sink) const;
+  // `warps` warps of the block on SM `sm` time one load of each line, in clock cycles
+  // (cycles: n uint32). claim zeroed before the launch. Enqueued.
+  Status L2Probe(CUdeviceptr base, CUdeviceptr off, int n, int sm, int warps, CUdeviceptr claim, CUdeviceptr cycles,
+                 CUdeviceptr sink) const;
+  // Copies the chunks of chunk16 16-byte words that list0 and list1 name (int32 indices);
+  // with side_of (a byte per SM id) a block takes its side's list, else list0 only.
+  // tickets: two zeroed uint32. Enqueued.
+  Status TicketCopy(CUdeviceptr src, CUdeviceptr dst, int chunk16, CUdeviceptr list0, CUdeviceptr list1, int n0,
+                    int n1, CUdeviceptr side_of, CUdeviceptr tickets, int blocks) const;
 
  private:
   Harness(const Device& dev) : dev_(dev) {}
+  // Dynamic shared memory of the probes: the block limit less room for their static arrays.
+  int ProbeSmem() const { return static_cast<int>(dev_.desc().smem_per_block_optin) - 1024; }
   const Device& dev_;
   Module module_;
   CUfunction fill_[3] = {};  // f32, f16, bf16
-  CUfunction copy_ = nullptr, fma_ = nullptr;
+  CUfunction copy_ = nullptr, fma_ = nullptr, l2_warm_ = nullptr, l2_probe_ = nullptr, ticket_copy_ = nullptr;
 };
 
 }  // namespace kevolve::gpu

@@ -1,0 +1,25 @@
+// The L2 partition part of the device calibration (kevolve devices --calibrate): which SMs
+// sit beside which partition, the near and far hit latencies, how often the owner of an
+// address changes, and what a copy gains when every SM reads only lines its own partition
+// owns. Reported in the calibration's details under "l2"; nothing else depends on it yet.
+#pragma once
+
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "gpu_runtime.h"
+#include "harness.h"
+
+namespace kevolve::gpu {
+
+// Times `enqueue` (median ms of `reps` event-timed runs after warm-ups).
+using EnqueueTimer = std::function<Result<double>(const std::function<Status()>& enqueue, int reps)>;
+
+// src and dst: `bytes` each (dst is also written to push lines out of L2). The copy timings
+// use `time`. A device with no second partition (no SM sees far lines) gives
+// {"partitions": 1}.
+Result<nlohmann::json> MeasureL2Layout(const Device& dev, const Harness& h, CUdeviceptr src, CUdeviceptr dst,
+                                       size_t bytes, const EnqueueTimer& time);
+
+}  // namespace kevolve::gpu
