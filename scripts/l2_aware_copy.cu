@@ -8,20 +8,22 @@
 //   memcpy   : cudaMemcpyAsync device to device
 //   plain    : one block per 32 KiB, 256 threads, 16-byte loads then stores
 //   tickets  : persistent (BPS blocks per SM), each block takes 16 KiB (4 chunks) per
-//              ticket from one counter, in address order
+//              ticket from one counter, in address order (kv_ticket_copy, the worker's
+//              copy from evaluators/device/l2_probe.cuh; the BENCHMARKS table came from
+//              commit 1d51fff's own copy of it, which kept a chunk's four loads in flight
+//              together)
 //   aware    : the same, but a block takes its chunks from its own side's list (the
 //              chunks whose x the partition beside it owns), from that side's counter
 //   aware_y  : the same with the lists made by y's owner
 // Timed with events around the kernel, L2 flushed before each of 20 repetitions, median.
 //   nvcc -O3 -arch=sm_90 -o l2_aware_copy scripts/l2_aware_copy.cu && ./l2_aware_copy MiB [DIR [REPS]]
-//   ncu --metrics M -k 'regex:^[^k]|k_plain|k_ticket' ./l2_aware_copy 256 . 1   (one launch each)
+//   ncu --metrics M -k 'regex:^[^k]|k_plain|kv_ticket_copy' ./l2_aware_copy 256 . 1   (one launch each)
 #include "l2_probe.cuh"
 #include <algorithm>
 #include <vector>
 #include <string>
 
 constexpr int kChunk = 4096;           // bytes, the ownership granularity
-constexpr int kPerTicket = 4;          // chunks per ticket
 constexpr int kThreads = 256;          // 256 x 16 bytes = one chunk per pass
 
 __global__ void __launch_bounds__(kThreads) k_plain(const uint4* __restrict__ x, uint4* __restrict__ y) {
@@ -33,48 +35,15 @@ __global__ void __launch_bounds__(kThreads) k_plain(const uint4* __restrict__ x,
   for (int k = 0; k < 8; ++k) y[c + k * kThreads + threadIdx.x] = v[k];
 }
 
-// lists[side] holds chunk indices; counts[side] their number; tickets[side] the counters.
-// side_of[smid] is 0 or 1. With aware == false every block uses list 0 (all chunks).
-template <bool aware>
-__global__ void __launch_bounds__(kThreads) k_ticket(const uint4* __restrict__ x, uint4* __restrict__ y,
-                                                     const int* __restrict__ list0, const int* __restrict__ list1,
-                                                     int n0, int n1, const unsigned char* __restrict__ side_of,
-                                                     unsigned* tickets) {
-  __shared__ unsigned t;
-  const int side = aware ? side_of[smid()] : 0;
-  const int* list = side ? list1 : list0;
-  const int n = side ? n1 : n0;
-  for (;;) {
-    if (threadIdx.x == 0) t = atomicAdd(tickets + side, 1u);
-    __syncthreads();
-    const long first = (long)t * kPerTicket;
-    __syncthreads();
-    if (first >= n) break;
-    uint4 v[kPerTicket];
-    long at[kPerTicket];
-#pragma unroll
-    for (int k = 0; k < kPerTicket; ++k) {
-      at[k] = first + k < n ? (long)list[first + k] * (kChunk / 16) + threadIdx.x : -1;
-      if (at[k] >= 0) v[k] = __ldcg(x + at[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < kPerTicket; ++k)
-      if (at[k] >= 0) y[at[k]] = v[k];
-  }
-}
-
 // Owner of each chunk of buf (1 = the partition beside SM `warm`): flush, warm one line per
 // chunk from SM `warm`, time it from SM `far` (on the other side); high latency = owned
 // beside `warm`.
 static int owners(ProbeCtx& c, const unsigned* buf, long nchunks, int warm, int far, std::vector<unsigned char>& own,
                   std::vector<unsigned>& lats) {
   const int batch = 65536;
-  long long* d_off;
-  unsigned* d_lat;
-  CK(cudaMalloc(&d_off, sizeof(long long) * batch));
-  CK(cudaMalloc(&d_lat, sizeof(unsigned) * batch));
-  std::vector<long long> off(batch);
-  std::vector<unsigned> lat(batch);
+  ProbeBufs pb;
+  if (probe_bufs(pb, batch)) return 1;
+  auto& [d_off, d_lat, off, lat] = pb;
   own.assign(nchunks, 0);
   lats.assign(nchunks, 0);
   for (long b0 = 0; b0 < nchunks; b0 += batch) {
@@ -213,32 +182,26 @@ int main(int argc, char** argv) {
   };
   if (timeit("memcpy", [&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); })) return 1;
   if (timeit("plain 32 KiB blocks", [&] { k_plain<<<bytes / 32768, kThreads>>>((const uint4*)x, (uint4*)y); })) return 1;
-  for (int bps : {4, 8}) {
-    const int g = c.nsm * bps;
-    std::string s = "tickets bps " + std::to_string(bps);
-    if (timeit(s.c_str(), [&] {
-          k_ticket<false><<<g, kThreads>>>((const uint4*)x, (uint4*)y, d_all, d_all, (int)nchunks, 0, d_side, d_t);
-        }))
-      return 1;
-    s = "aware(x) bps " + std::to_string(bps);
-    if (timeit(s.c_str(), [&] {
-          k_ticket<true><<<g, kThreads>>>((const uint4*)x, (uint4*)y, d_a0, d_a1, (int)a0.size(), (int)a1.size(),
-                                          d_side, d_t);
-        }))
-      return 1;
-    s = "aware(y) bps " + std::to_string(bps);
-    if (timeit(s.c_str(), [&] {
-          k_ticket<true><<<g, kThreads>>>((const uint4*)x, (uint4*)y, d_b0, d_b1, (int)b0.size(), (int)b1.size(),
-                                          d_side, d_t);
-        }))
-      return 1;
-    // the wrong side on purpose: every x read crosses
-    s = "anti(x) bps " + std::to_string(bps);
-    if (timeit(s.c_str(), [&] {
-          k_ticket<true><<<g, kThreads>>>((const uint4*)x, (uint4*)y, d_a1, d_a0, (int)a1.size(), (int)a0.size(),
-                                          d_side, d_t);
-        }))
-      return 1;
-  }
+  struct Variant {
+    const char* name;
+    const int *l0, *l1;
+    long n0, n1;
+    const unsigned char* side;
+  };
+  const Variant variants[] = {
+      {"tickets", d_all, d_all, nchunks, 0, nullptr},
+      {"aware(x)", d_a0, d_a1, (long)a0.size(), (long)a1.size(), d_side},
+      {"aware(y)", d_b0, d_b1, (long)b0.size(), (long)b1.size(), d_side},
+      {"anti(x)", d_a1, d_a0, (long)a1.size(), (long)a0.size(), d_side},  // every x read crosses
+  };
+  for (int bps : {4, 8})
+    for (const Variant& v : variants) {
+      const std::string s = std::string(v.name) + " bps " + std::to_string(bps);
+      if (timeit(s.c_str(), [&] {
+            kv_ticket_copy<<<c.nsm * bps, kThreads>>>((const uint4*)x, (uint4*)y, kChunk / 16, v.l0, v.l1, (int)v.n0,
+                                                      (int)v.n1, v.side, d_t);
+          }))
+        return 1;
+    }
   return 0;
 }

@@ -22,7 +22,7 @@
 #include <algorithm>
 
 __global__ void k_where(unsigned* out) {
-  if (threadIdx.x == 0) out[blockIdx.x] = smid();
+  if (threadIdx.x == 0) out[blockIdx.x] = kv_smid();
 }
 
 int main(int argc, char** argv) {
@@ -52,12 +52,9 @@ int main(int argc, char** argv) {
   std::printf("largest smid %u\n", maxsm);
 
   const int maxn = 1 << 16;
-  long long* d_off;
-  unsigned* d_lat;
-  CK(cudaMalloc(&d_off, sizeof(long long) * maxn));
-  CK(cudaMalloc(&d_lat, sizeof(unsigned) * maxn));
-  std::vector<long long> off(maxn);
-  std::vector<unsigned> lat(maxn);
+  ProbeBufs pb;
+  if (probe_bufs(pb, maxn)) return 1;
+  auto& [d_off, d_lat, off, lat] = pb;
 
   // Phase A.
   const int na = 1024;

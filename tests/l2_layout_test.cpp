@@ -21,6 +21,23 @@ L2SideProbe Probe(int sm, bool other, int lines = 64) {
   return p;
 }
 
+// 132 probes, `other(sm)` deciding the side, each passed through `edit(sm, probe)`; then
+// the classification must find 66 SMs on each side.
+template <typename Other, typename Edit>
+kevolve::L2Sides SplitOf132(Other other, Edit edit) {
+  std::vector<L2SideProbe> probes;
+  for (int sm = 0; sm < 132; ++sm) {
+    L2SideProbe p = Probe(sm, other(sm));
+    edit(sm, p);
+    probes.push_back(p);
+  }
+  const auto s = ClassifyL2Sides(probes);
+  REQUIRE(s.split);
+  CHECK(s.count[0] == 66);
+  CHECK(s.count[1] == 66);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("L2 sides: SMs that see half the lines slow sit across the fabric from the reference", "[l2]") {
@@ -44,16 +61,10 @@ TEST_CASE("L2 sides: SMs that see half the lines slow sit across the fabric from
 
 TEST_CASE("L2 sides: latencies scaled by a faster SM clock and a wide near spread still split", "[l2]") {
   // Near hits spread 340-420 cycles (the reference side's p90/p10 above 1.2), far ones 545+.
-  std::vector<L2SideProbe> probes;
-  for (int sm = 0; sm < 132; ++sm) {
-    L2SideProbe p = Probe(sm, sm % 2 == 1);
-    for (double& c : p.cycles) c = c < 400 ? 340 + (c - 280) * 3.5 : c * 1.22;
-    probes.push_back(p);
-  }
-  const auto s = ClassifyL2Sides(probes);
-  REQUIRE(s.split);
-  CHECK(s.count[0] == 66);
-  CHECK(s.count[1] == 66);
+  const auto s = SplitOf132([](int sm) { return sm % 2 == 1; },
+                            [](int, L2SideProbe& p) {
+                              for (double& c : p.cycles) c = c < 400 ? 340 + (c - 280) * 3.5 : c * 1.22;
+                            });
   CHECK(s.side[1] == 1);
   CHECK(s.far_cycles > 1.4 * s.near_cycles);
 }
@@ -61,18 +72,12 @@ TEST_CASE("L2 sides: latencies scaled by a faster SM clock and a wide near sprea
 TEST_CASE("L2 sides: a reference side that sees some far lines slow still splits at the gap", "[l2]") {
   // As measured on an H200 in the calibration (twenty-fourth session): beside the reference
   // 10-30% of the loads slow, across 55-70%.
-  std::vector<L2SideProbe> probes;
-  for (int sm = 0; sm < 132; ++sm) {
-    L2SideProbe p = Probe(sm, sm % 4 >= 2);
-    const int extra = sm % 4 >= 2 ? 6 : 6 + sm % 13;  // lines of the reference side slow anyway
-    for (int i = 0, k = 0; i < 64 && k < extra; ++i)
-      if (p.cycles[i] < 400) p.cycles[i] = 600, ++k;
-    probes.push_back(p);
-  }
-  const auto s = ClassifyL2Sides(probes);
-  REQUIRE(s.split);
-  CHECK(s.count[0] == 66);
-  CHECK(s.count[1] == 66);
+  const auto s = SplitOf132([](int sm) { return sm % 4 >= 2; },
+                            [](int sm, L2SideProbe& p) {
+                              const int extra = sm % 4 >= 2 ? 6 : 6 + sm % 13;  // slow anyway
+                              for (int i = 0, k = 0; i < 64 && k < extra; ++i)
+                                if (p.cycles[i] < 400) p.cycles[i] = 600, ++k;
+                            });
   CHECK(s.side[0] == 0);
   CHECK(s.side[2] == 1);
 }

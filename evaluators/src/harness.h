@@ -12,6 +12,9 @@
 
 namespace kevolve::gpu {
 
+// The text of evaluators/device/l2_probe.cuh (the L2 probes and the owner-aware copy).
+const char* L2ProbeSource();
+
 class Harness {
  public:
   static Result<std::unique_ptr<Harness>> Build(const Device& dev);
