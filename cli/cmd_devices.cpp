@@ -22,7 +22,7 @@ std::string DescribeL2(const nlohmann::json& l2) {
     std::vector<double> m;
     for (const auto& e : l2.value("sm_p10_p50_p90", nlohmann::json::array())) m.push_back(e[2].get<double>());
     std::sort(m.begin(), m.end());
-    std::snprintf(buf, sizeof buf, "L2: one partition seen (%d SMs probed, median hit %.0f-%.0f cycles)",
+    std::snprintf(buf, sizeof buf, "L2: no split of the SMs seen (%d SMs probed, median hit %.0f-%.0f cycles)",
                   static_cast<int>(m.size()), m.empty() ? 0.0 : m.front(), m.empty() ? 0.0 : m.back());
     return buf;
   }
@@ -31,6 +31,7 @@ std::string DescribeL2(const nlohmann::json& l2) {
                 l2.value("near_hit_cycles", 0.0), l2.value("far_hit_cycles", 0.0),
                 l2.value("owner_granule_bytes", 0LL));
   std::string s = buf;
+  if (!l2.contains("reference_side_owns")) s = s.substr(0, s.rfind(';')) + "; no owner granule found";
   if (l2.contains("owner_aware_copy_gbps")) {
     std::snprintf(buf, sizeof buf, "; a copy whose SMs read only lines their partition owns: %.0f GB/s, in address order: %.0f GB/s",
                   l2.value("owner_aware_copy_gbps", 0.0), l2.value("ticket_copy_gbps", 0.0));

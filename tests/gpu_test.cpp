@@ -710,19 +710,27 @@ TEST_CASE("the calibration maps the L2 partitions, and kevolve devices --calibra
     for (const auto& g : *gpus)
       if (g.uuid == uuid) sm_count = g.sm_count, name = g.name;
     // Hopper's L2 is two partitions (the H200's measured in the twenty-fourth session).
-    if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) CHECK(parts == 2);
+    const bool hopper = name.find("H100") != std::string::npos || name.find("H200") != std::string::npos;
+    if (hopper) CHECK(parts == 2);
     if (parts != 2) continue;
     CHECK(l2.value("near_hit_cycles", 0.0) > 50);  // the probes timed loads
     CHECK(l2["sms_per_partition"][0].get<int>() + l2["sms_per_partition"][1].get<int>() == sm_count);
-    CHECK(l2["far_hit_cycles"].get<double>() > 1.2 * l2["near_hit_cycles"].get<double>());
-    const auto granule = l2.value("owner_granule_bytes", 0LL);
-    CHECK(granule >= 512);
-    CHECK((granule & (granule - 1)) == 0);
-    // Owners split about evenly, and the owner-aware copy copied (checked in the worker).
-    CHECK(l2.value("reference_side_owns", 0.0) > 0.3);
-    CHECK(l2.value("reference_side_owns", 0.0) < 0.7);
-    CHECK(l2.value("owner_aware_copy_gbps", 0.0) > 0);
-    CHECK(l2.value("ticket_copy_gbps", 0.0) > 0);
+    // What the nvcc experiments measured on the H200 (twenty-fourth session): far hits about
+    // 1.6 times near ones, near ones 250-350 cycles, the owner changing every 4 KiB.
+    const double near = l2["near_hit_cycles"].get<double>(), far = l2["far_hit_cycles"].get<double>();
+    CHECK(near > 150);
+    CHECK(near < 600);
+    CHECK(far > 1.2 * near);
+    if (hopper) {
+      CHECK(far > 1.4 * near);
+      CHECK(l2.value("owner_granule_bytes", 0LL) == 4096);
+    }
+    // Owners split about evenly, and the owner-aware copy copied every granule (the worker
+    // fails the L2 part otherwise, which the "error" check above catches).
+    CHECK(l2.value("reference_side_owns", 0.0) > 0.4);
+    CHECK(l2.value("reference_side_owns", 0.0) < 0.6);
+    CHECK(l2.value("owner_aware_copy_gbps", 0.0) > 1000);
+    CHECK(l2.value("ticket_copy_gbps", 0.0) > 1000);
   }
   const std::string out = KevolveOk("devices --calibrate");
   CHECK(out.find("L2: ") != std::string::npos);

@@ -23,6 +23,11 @@ __device__ __forceinline__ bool kv_claim(int sm, int* claim) {
   __syncthreads();
   return mine;
 }
+// Marks seen[id] for the SM id of every block (ids at or above 1024 as 1023); launched with
+// the probes' shared memory, so that the blocks spread over every SM.
+extern "C" __global__ void kv_l2_smids(unsigned* seen) {
+  if (threadIdx.x == 0) seen[kv_smid() < 1024 ? kv_smid() : 1023] = 1;
+}
 // The block on SM `sm` reads every listed line (byte offsets from base) into L2.
 extern "C" __global__ void kv_l2_warm(const unsigned* base, const long long* off, int n, int sm, int* claim,
                                       unsigned* sink) {
@@ -33,10 +38,10 @@ extern "C" __global__ void kv_l2_warm(const unsigned* base, const long long* off
 }
 // Lane 0 of each warp of the block on SM `sm` times its share of the lines, one load at a
 // time: the clock before the load and after a shared store of its value (issue is in order
-// and the store waits for the load). The line's offset is stored first, so that its own
-// load (an L2 access every 32 bytes of offsets, with the L1 given to shared memory) is
-// over before the first clock read; on the H200 it otherwise added about 270 cycles to
-// every fourth line.
+// and the store waits for the load). The line's address is stored first, so that the load
+// of its offset (an L2 access every 32 bytes of offsets, with the L1 given to shared
+// memory) and the address arithmetic are over before the first clock read; on the H200 the
+// offset's load otherwise added about 270 cycles to every fourth line.
 __device__ __forceinline__ long long kv_clock() {
   long long t;
   asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : : "memory");
@@ -50,8 +55,8 @@ extern "C" __global__ void kv_l2_probe(const unsigned* base, const long long* of
   const int warp = threadIdx.x / 32, nw = blockDim.x / 32;
   unsigned acc = 0;
   for (int i = warp; i < n; i += nw) {
-    where[warp] = off[i];
-    const unsigned* p = base + where[warp] / 4;
+    const unsigned* p = base + off[i] / 4;
+    where[warp] = reinterpret_cast<long long>(p);  // waits for p
     const long long t0 = kv_clock();
     keep[warp] = kv_ld_cg(p);
     const long long t1 = kv_clock();

@@ -347,6 +347,11 @@ Result<Calibration> Evaluator::Calibrate() {
   // The L2 layout is a report; the calibration stands without it.
   auto l2 = MeasureL2Layout(dev_, harness_, src->ptr(), dst->ptr(), bytes,
                             [&](const std::function<Status()>& enqueue, int reps) { return time(enqueue, reps); });
+  if (!l2.ok() && IsStickyError(d.cuCtxSynchronize())) {
+    // The context is gone: the worker must not serve evaluations on it.
+    MarkContextLost();
+    return Status::Error("the L2 probes left the GPU context broken: " + l2.error());
+  }
   cal.details["l2"] = l2.ok() ? *l2 : nlohmann::json{{"error", l2.error()}};
   return cal;
 }

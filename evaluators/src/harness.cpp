@@ -62,7 +62,7 @@ CompileRequest HarnessCompileRequest(const std::string& arch) {
   req.dtype = DType::kF32;
   req.arch = arch;
   req.entries = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16", "kv_copy", "kv_fma",
-                 "kv_l2_warm", "kv_l2_probe", "kv_ticket_copy"};
+                 "kv_l2_warm", "kv_l2_probe", "kv_ticket_copy", "kv_l2_smids"};
   return req;
 }
 
@@ -88,17 +88,23 @@ Result<std::unique_ptr<Harness>> Harness::Build(const Device& dev) {
                                                       {&h->fma_, "kv_fma"},
                                                       {&h->l2_warm_, "kv_l2_warm"},
                                                       {&h->l2_probe_, "kv_l2_probe"},
-                                                      {&h->ticket_copy_, "kv_ticket_copy"}};
+                                                      {&h->ticket_copy_, "kv_ticket_copy"},
+                                                      {&h->l2_smids_, "kv_l2_smids"}};
   for (const auto& [fn, name] : more)
     if (Status s = dev.Check(dev.drv().cuModuleGetFunction(fn, h->module_.get(), name), "cuModuleGetFunction"); !s.ok())
       return s;
-  // The probes keep one block per SM by asking for more than half its shared memory.
+  // The probes keep one block per SM by asking for more than half its shared memory. A
+  // device where that cannot be set up still serves everything else; only the L2 part of
+  // the calibration reports the reason.
   const int probe_smem = h->ProbeSmem();
-  for (CUfunction f : {h->l2_warm_, h->l2_probe_})
+  if (probe_smem < 1024) h->l2_error_ = "the device offers too little shared memory per block for the L2 probes";
+  for (CUfunction f : {h->l2_warm_, h->l2_probe_, h->l2_smids_}) {
+    if (!h->l2_error_.empty()) break;
     if (Status s = dev.Check(dev.drv().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, probe_smem),
                              "cuFuncSetAttribute");
         !s.ok())
-      return s;
+      h->l2_error_ = "setting up the L2 probes: " + s.message();
+  }
   return h;
 }
 
@@ -134,7 +140,17 @@ Status Harness::Fma(CUdeviceptr out, int iters, int blocks, int threads) const {
 
 namespace kevolve::gpu {
 
+Status Harness::L2Smids(CUdeviceptr seen) const {
+  if (!l2_error_.empty()) return Status::Error(l2_error_);
+  void* args[] = {&seen};
+  const auto smem = static_cast<unsigned>(ProbeSmem());
+  return dev_.Check(dev_.drv().cuLaunchKernel(l2_smids_, dev_.desc().sm_count * 4, 1, 1, 32, 1, 1, smem,
+                                              dev_.stream(), args, nullptr),
+                    "cuLaunchKernel(kv_l2_smids)");
+}
+
 Status Harness::L2Warm(CUdeviceptr base, CUdeviceptr off, int n, int sm, CUdeviceptr claim, CUdeviceptr sink) const {
+  if (!l2_error_.empty()) return Status::Error(l2_error_);
   void* args[] = {&base, &off, &n, &sm, &claim, &sink};
   const auto smem = static_cast<unsigned>(ProbeSmem());
   return dev_.Check(dev_.drv().cuLaunchKernel(l2_warm_, dev_.desc().sm_count * 2, 1, 1, 1024, 1, 1, smem,
@@ -144,6 +160,7 @@ Status Harness::L2Warm(CUdeviceptr base, CUdeviceptr off, int n, int sm, CUdevic
 
 Status Harness::L2Probe(CUdeviceptr base, CUdeviceptr off, int n, int sm, int warps, CUdeviceptr claim,
                         CUdeviceptr cycles, CUdeviceptr sink) const {
+  if (!l2_error_.empty()) return Status::Error(l2_error_);
   void* args[] = {&base, &off, &n, &sm, &claim, &cycles, &sink};
   const auto smem = static_cast<unsigned>(ProbeSmem());
   return dev_.Check(dev_.drv().cuLaunchKernel(l2_probe_, dev_.desc().sm_count * 2, 1, 1, 32 * warps, 1, 1, smem,

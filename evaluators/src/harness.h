@@ -26,6 +26,9 @@ class Harness {
   Status Copy(CUdeviceptr src, CUdeviceptr dst, int64_t n16, int blocks) const;
   // Runs `iters` iterations of 8 independent FMA chains in every thread; enqueued.
   Status Fma(CUdeviceptr out, int iters, int blocks, int threads) const;
+  // Sets seen[id] to 1 for the id of every SM that runs one of its blocks (seen: 1024
+  // uint32, zeroed before; ids of 1024 and more land on 1023). Enqueued.
+  Status L2Smids(CUdeviceptr seen) const;
   // The block on SM `sm` reads the n lines at base + off[i] (bytes; off is n int64 on the
   // device) into L2. claim: an int per SM, zeroed before the launch. Enqueued.
   Status L2Warm(CUdeviceptr base, CUdeviceptr off, int n, int sm, CUdeviceptr claim, CUdeviceptr sink) const;
@@ -46,7 +49,9 @@ class Harness {
   const Device& dev_;
   Module module_;
   CUfunction fill_[3] = {};  // f32, f16, bf16
-  CUfunction copy_ = nullptr, fma_ = nullptr, l2_warm_ = nullptr, l2_probe_ = nullptr, ticket_copy_ = nullptr;
+  CUfunction copy_ = nullptr, fma_ = nullptr, l2_warm_ = nullptr, l2_probe_ = nullptr, ticket_copy_ = nullptr,
+             l2_smids_ = nullptr;
+  std::string l2_error_;  // why the L2 probes cannot run here (empty: they can)
 };
 
 }  // namespace kevolve::gpu

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kevolve/evaluators/l2_layout.h"
+#include "kevolve/evaluators/metrics.h"
 
 namespace kevolve::gpu {
 
@@ -30,7 +31,7 @@ class Prober {
   }
 
   // Flush, warm the lines at base + offsets from SM `warm`, time them from SM `probe`.
-  // Empty when SM `probe` ran no block (no such SM id).
+  // Empty when SM `probe` ran no block (no such SM id); an error when SM `warm` ran none.
   Result<std::vector<double>> Run(CUdeviceptr base, const std::vector<long long>& offsets, int warm, int probe,
                                   int warps) {
     const auto& d = dev_.drv();
@@ -43,17 +44,27 @@ class Prober {
       return s;
     d.cuMemsetD8Async(cyc_.ptr(), 0, sizeof(unsigned) * offsets.size(), st);
     d.cuMemsetD8Async(flush_, 0x5a, flush_bytes_, st);
+    // The warm and the probe claim their SM in separate halves of claim_, so that both
+    // claims can be checked afterwards.
+    const CUdeviceptr warm_claim = claim_.ptr(), probe_claim = claim_.ptr() + sizeof(int) * 2048;
     d.cuMemsetD8Async(claim_.ptr(), 0, sizeof(int) * 4096, st);
-    if (Status s = h_.L2Warm(base, off_.ptr(), n, warm, claim_.ptr(), sink_.ptr()); !s.ok()) return s;
-    d.cuMemsetD8Async(claim_.ptr(), 0, sizeof(int) * 4096, st);
-    if (Status s = h_.L2Probe(base, off_.ptr(), n, probe, warps, claim_.ptr(), cyc_.ptr(), sink_.ptr()); !s.ok())
+    if (Status s = h_.L2Warm(base, off_.ptr(), n, warm, warm_claim, sink_.ptr()); !s.ok()) return s;
+    if (Status s = h_.L2Probe(base, off_.ptr(), n, probe, warps, probe_claim, cyc_.ptr(), sink_.ptr()); !s.ok())
       return s;
     if (Status s = dev_.Check(d.cuStreamSynchronize(st), "cuStreamSynchronize(L2 probe)"); !s.ok()) return s;
+    int claimed[2] = {0, 0};
+    if (Status s = dev_.Check(d.cuMemcpyDtoH(&claimed[0], warm_claim + sizeof(int) * warm, sizeof(int)), "cuMemcpyDtoH");
+        !s.ok())
+      return s;
+    if (Status s = dev_.Check(d.cuMemcpyDtoH(&claimed[1], probe_claim + sizeof(int) * probe, sizeof(int)), "cuMemcpyDtoH");
+        !s.ok())
+      return s;
+    if (!claimed[0]) return Status::Error("no block of the L2 warm-up ran on SM " + std::to_string(warm));
+    if (!claimed[1]) return std::vector<double>{};
     std::vector<unsigned> raw(offsets.size());
     if (Status s = dev_.Check(d.cuMemcpyDtoH(raw.data(), cyc_.ptr(), sizeof(unsigned) * raw.size()), "cuMemcpyDtoH");
         !s.ok())
       return s;
-    if (std::all_of(raw.begin(), raw.end(), [](unsigned c) { return c == 0; })) return std::vector<double>{};
     return std::vector<double>(raw.begin(), raw.end());
   }
 
@@ -88,7 +99,24 @@ Result<nlohmann::json> MeasureL2Layout(const Device& dev, const Harness& h, CUde
   const size_t flush_bytes = std::min(bytes, static_cast<size_t>(std::max<int64_t>(dev.desc().l2_bytes, 1 << 20)) * 4);
   Prober pr(dev, h, dst, flush_bytes);
   if (Status s = pr.Init(); !s.ok()) return s;
-  const int ref = 0;
+  // The SM ids that run blocks (PTX does not promise 0 .. count - 1).
+  std::vector<int> smids;
+  {
+    auto seen = dev.Alloc(sizeof(unsigned) * 1024);
+    if (!seen.ok()) return seen.status();
+    dev.drv().cuMemsetD8Async(seen->ptr(), 0, sizeof(unsigned) * 1024, dev.stream());
+    if (Status s = h.L2Smids(seen->ptr()); !s.ok()) return s;
+    if (Status s = dev.Check(dev.drv().cuStreamSynchronize(dev.stream()), "cuStreamSynchronize"); !s.ok()) return s;
+    std::vector<unsigned> v(1024);
+    if (Status s = dev.Check(dev.drv().cuMemcpyDtoH(v.data(), seen->ptr(), sizeof(unsigned) * 1024), "cuMemcpyDtoH");
+        !s.ok())
+      return s;
+    for (int i = 0; i < 1024; ++i)
+      if (v[static_cast<size_t>(i)]) smids.push_back(i);
+  }
+  if (smids.empty() || smids.back() == 1023)
+    return Status::Error("SM ids outside 0..1022, which the L2 probes do not handle");
+  const int ref = smids.front();
 
   // Which side each SM is on: 64 places 4 KiB apart, read by SM 0, timed from each SM. Each
   // place is two lines of the same 4 KiB, and counts the faster: a load is sometimes slow
@@ -97,7 +125,7 @@ Result<nlohmann::json> MeasureL2Layout(const Device& dev, const Harness& h, CUde
   for (int i = 0; i < kSideLines; ++i)
     for (int k = 0; k < 2; ++k) offs[2 * i + k] = i * 4096LL + kLine * ((i + 16 * k) % 32);
   std::vector<L2SideProbe> probes;
-  for (int sm = 0; sm < nsm; ++sm) {
+  for (int sm : smids) {
     auto c = pr.Run(src, offs, ref, sm, 1);
     if (!c.ok()) return c.status();
     probes.push_back({sm, PairMin(*c)});
@@ -156,7 +184,7 @@ Result<nlohmann::json> MeasureL2Layout(const Device& dev, const Harness& h, CUde
   }
   out["reference_side_owns"] = static_cast<double>(lists[0].size()) / static_cast<double>(chunks);
 
-  // The same persistent copy twice: every block from one list in address order, then each
+  // The same persistent copy two ways: every block from one list in address order, or each
   // block from its own side's list.
   std::vector<int> all(static_cast<size_t>(chunks));
   for (long long i = 0; i < chunks; ++i) all[static_cast<size_t>(i)] = static_cast<int>(i);
@@ -173,33 +201,49 @@ Result<nlohmann::json> MeasureL2Layout(const Device& dev, const Harness& h, CUde
   if (!d_t.ok()) return d_t.status();
   const int chunk16 = static_cast<int>(granule / 16), blocks = nsm * 4;
   const auto& d = dev.drv();
-  auto plain = time(
-      [&] {
-        d.cuMemsetD8Async(d_t->ptr(), 0, 64, dev.stream());
-        return h.TicketCopy(src, dst, chunk16, d_all->ptr(), d_all->ptr(), static_cast<int>(chunks), 0, 0, d_t->ptr(),
-                            blocks);
-      },
-      20);
-  if (!plain.ok()) return plain.status();
-  d.cuMemsetD8Async(dst, 0, bytes, dev.stream());
-  auto aware = time(
-      [&] {
-        d.cuMemsetD8Async(d_t->ptr(), 0, 64, dev.stream());
-        return h.TicketCopy(src, dst, chunk16, d_l0->ptr(), d_l1->ptr(), static_cast<int>(lists[0].size()),
-                            static_cast<int>(lists[1].size()), d_side->ptr(), d_t->ptr(), blocks);
-      },
-      20);
-  if (!aware.ok()) return aware.status();
-  // The owner-aware copy must still copy everything: compare a few pages.
-  for (size_t at : {size_t{0}, bytes / 3 & ~size_t{4095}, bytes - 4096}) {
-    std::vector<unsigned char> a(4096), b(4096);
-    if (Status s = dev.Check(d.cuStreamSynchronize(dev.stream()), "cuStreamSynchronize"); !s.ok()) return s;
-    d.cuMemcpyDtoH(a.data(), src + at, 4096);
-    d.cuMemcpyDtoH(b.data(), dst + at, 4096);
-    if (a != b) return Status::Error("the owner-aware copy left bytes at offset " + std::to_string(at) + " uncopied");
+  CUstream st = dev.stream();
+  auto copy = [&](bool aware) {
+    d.cuMemsetD8Async(d_t->ptr(), 0, 64, st);
+    if (!aware)
+      return h.TicketCopy(src, dst, chunk16, d_all->ptr(), d_all->ptr(), static_cast<int>(chunks), 0, 0, d_t->ptr(),
+                          blocks);
+    return h.TicketCopy(src, dst, chunk16, d_l0->ptr(), d_l1->ptr(), static_cast<int>(lists[0].size()),
+                        static_cast<int>(lists[1].size()), d_side->ptr(), d_t->ptr(), blocks);
+  };
+  // The two copies take turns, so that a drift of the clocks falls on both.
+  std::vector<double> ms[2];
+  for (int round = 0; round < 10; ++round)
+    for (int aware = 0; aware < 2; ++aware) {
+      auto t = time([&] { return copy(aware == 1); }, 1);
+      if (!t.ok()) return t.status();
+      ms[aware].push_back(*t);
+    }
+  // The owner-aware copy must copy everything, on its own: src gets data that differs
+  // everywhere, dst zeros, then one aware copy; every side must have taken all its tickets
+  // and the first and last granule of each list (and three more places) must match.
+  if (Status s = h.Fill(src, static_cast<int64_t>(bytes / 4), DType::kF32, 0x5eed, true, 1.0f, 0.0f); !s.ok()) return s;
+  d.cuMemsetD8Async(dst, 0, bytes, st);
+  if (Status s = copy(true); !s.ok()) return s;
+  if (Status s = dev.Check(d.cuStreamSynchronize(st), "cuStreamSynchronize(owner-aware copy)"); !s.ok()) return s;
+  unsigned taken[2] = {0, 0};
+  if (Status s = dev.Check(d.cuMemcpyDtoH(taken, d_t->ptr(), sizeof taken), "cuMemcpyDtoH"); !s.ok()) return s;
+  for (int side = 0; side < 2; ++side)
+    if (taken[side] < (lists[side].size() + 3) / 4)
+      return Status::Error("the owner-aware copy's side " + std::to_string(side) + " took " +
+                           std::to_string(taken[side]) + " tickets of " + std::to_string((lists[side].size() + 3) / 4));
+  std::vector<size_t> places = {0, bytes / 3 / static_cast<size_t>(granule), bytes / static_cast<size_t>(granule) - 1};
+  for (const auto& l : lists)
+    if (!l.empty()) places.insert(places.end(), {static_cast<size_t>(l.front()), static_cast<size_t>(l.back())});
+  for (size_t g : places) {
+    const size_t at = g * static_cast<size_t>(granule);
+    std::vector<unsigned char> a(static_cast<size_t>(granule)), b(static_cast<size_t>(granule));
+    if (Status s = dev.Check(d.cuMemcpyDtoH(a.data(), src + at, a.size()), "cuMemcpyDtoH"); !s.ok()) return s;
+    if (Status s = dev.Check(d.cuMemcpyDtoH(b.data(), dst + at, b.size()), "cuMemcpyDtoH"); !s.ok()) return s;
+    if (a != b) return Status::Error("the owner-aware copy left the granule at " + std::to_string(at) + " uncopied");
   }
-  out["ticket_copy_gbps"] = 2.0 * static_cast<double>(bytes) / (*plain * 1e-3) / 1e9;
-  out["owner_aware_copy_gbps"] = 2.0 * static_cast<double>(bytes) / (*aware * 1e-3) / 1e9;
+  const double plain_ms = Summarize(ms[0]).median, aware_ms = Summarize(ms[1]).median;
+  out["ticket_copy_gbps"] = 2.0 * static_cast<double>(bytes) / (plain_ms * 1e-3) / 1e9;
+  out["owner_aware_copy_gbps"] = 2.0 * static_cast<double>(bytes) / (aware_ms * 1e-3) / 1e9;
   out["copy_blocks"] = blocks;
   return out;
 }

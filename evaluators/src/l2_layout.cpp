@@ -35,18 +35,21 @@ L2Sides ClassifyL2Sides(const std::vector<L2SideProbe>& probes) {
     const auto n_slow = std::count_if(p.cycles.begin(), p.cycles.end(), [&](double c) { return c > out.threshold; });
     frac.push_back({static_cast<double>(n_slow) / static_cast<double>(p.cycles.size()), p.sm});
   }
-  std::sort(frac.begin(), frac.end());
+  // Across the fabric about half the lines are far; an SM with nearly every load slow shows
+  // no owner pattern, sits on neither side, and is left out of the gap search (its share
+  // would make the widest gap).
+  std::vector<std::pair<double, int>> kept;
+  for (const auto& [f, sm] : frac)
+    if (f <= 0.9) kept.push_back({f, sm});
+  std::sort(kept.begin(), kept.end());
   double gap = 0, cut = 2;
-  for (size_t i = 1; i < frac.size(); ++i)
-    if (frac[i].first - frac[i - 1].first > gap) gap = frac[i].first - frac[i - 1].first, cut = frac[i].first;
+  for (size_t i = 1; i < kept.size(); ++i)
+    if (kept[i].first - kept[i - 1].first > gap) gap = kept[i].first - kept[i - 1].first, cut = kept[i].first;
   if (gap < 0.15) cut = 2;  // one group
   std::vector<double> near, slow;
-  for (const auto& [f, sm] : frac) {
-    // Across the fabric about half the lines are far; an SM with nearly every load slow
-    // shows no owner pattern and sits on neither side.
-    const int side = f >= cut ? (f <= 0.9 ? 1 : -1) : 0;
+  for (const auto& [f, sm] : kept) {
+    const int side = f >= cut ? 1 : 0;
     out.side[static_cast<size_t>(sm)] = side;
-    if (side < 0) continue;
     ++out.count[side];
   }
   for (const auto& p : probes) {
@@ -58,7 +61,6 @@ L2Sides ClassifyL2Sides(const std::vector<L2SideProbe>& probes) {
   out.split = out.count[0] > 0 && out.count[1] > 0;
   out.near_cycles = Quantile(near, 0.5);
   out.far_cycles = Quantile(slow, 0.5);
-  if (!out.split) out.threshold = 0;
   return out;
 }
 

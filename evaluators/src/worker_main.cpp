@@ -93,6 +93,10 @@ int RunWorker(int device) {
       auto cal = eval->Calibrate();
       if (cal.ok()) ch.Send(ToMessage(*cal));
       else SendError(ch, "calibration failed: " + cal.error());
+      if (gpu::ContextLost()) {
+        std::fflush(stderr);
+        kill(getpid(), SIGKILL);  // as after an evaluation that broke the context
+      }
     } else if (type == "eval") {
       auto req = EvalRequestFromMessage(*msg);
       if (!req.ok()) {

@@ -26,13 +26,14 @@ struct L2Sides {
   int count[2] = {0, 0};       // SMs on each side
   double near_cycles = 0;      // median latency of the fast loads
   double far_cycles = 0;       // median latency of the other side's slow loads
-  double threshold = 0;        // a load slower than this crossed the fabric (0: no split)
+  double threshold = 0;        // a load slower than this counts as slow (crossed the fabric
+                               // when split); computed whether or not the SMs split
 };
 
 // A load is slow above 1.3 times the median over SMs of their fastest tenth (every SM has
-// near lines). The SMs split at the widest gap (at least 0.15) between their shares of slow
-// loads: the larger shares are across the fabric (an SM with over 90% slow is on neither
-// side), the smaller beside the reference.
+// near lines). An SM with over 90% of its loads slow is on neither side; the others split
+// at the widest gap (at least 0.15) between their shares of slow loads: the larger shares
+// across the fabric, the smaller beside the reference.
 L2Sides ClassifyL2Sides(const std::vector<L2SideProbe>& probes);
 
 // The ownership granule of lines line_bytes apart, starting at an address aligned to it:
