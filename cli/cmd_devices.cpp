@@ -31,7 +31,12 @@ std::string DescribeL2(const nlohmann::json& l2) {
                 l2.value("near_hit_cycles", 0.0), l2.value("far_hit_cycles", 0.0),
                 l2.value("owner_granule_bytes", 0LL));
   std::string s = buf;
-  if (!l2.contains("reference_side_owns")) s = s.substr(0, s.rfind(';')) + "; no owner granule found";
+  if (!l2.contains("reference_side_owns")) {
+    const long long g = l2.value("owner_granule_bytes", 0LL);
+    s = s.substr(0, s.rfind(';')) +
+        (g > 0 ? "; an owner granule of " + std::to_string(g) + " bytes, which the copy cannot use"
+               : "; no owner granule found");
+  }
   if (l2.contains("owner_aware_copy_gbps")) {
     std::snprintf(buf, sizeof buf, "; a copy whose SMs read only lines their partition owns: %.0f GB/s, in address order: %.0f GB/s",
                   l2.value("owner_aware_copy_gbps", 0.0), l2.value("ticket_copy_gbps", 0.0));

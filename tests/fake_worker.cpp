@@ -13,6 +13,9 @@
 // --delay-ms T: ok replies wait T ms first.
 // --fail-device N: on device N, exit(2) before answering hello.
 // --no-restart: exit(2) before hello when the marker exists (a replacement cannot start).
+// --calibrate C: how calibrations are answered: ok (the default), lose-context (a
+//   calibration whose "l2" details say the context was lost, then exit, as the real worker
+//   does), error (an "error" message, then exit).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -36,6 +39,7 @@ struct Flags {
   int delay_ms = 0;
   int fail_device = -1;
   bool no_restart = false;
+  std::string calibrate = "ok";
 };
 
 bool Exists(const std::string& path) {
@@ -90,6 +94,8 @@ int main(int argc, char** argv) {
       f.fail_device = std::atoi(argv[++i]);
     else if (a == "--no-restart")
       f.no_restart = true;
+    else if (a == "--calibrate" && has_value)
+      f.calibrate = argv[++i];
     else {
       std::fprintf(stderr, "fake worker: unknown argument %s\n", a.c_str());
       return 2;
@@ -120,7 +126,14 @@ int main(int argc, char** argv) {
       c.uuid = "FAKE-" + std::to_string(f.device);
       c.copy_gbps = 4000;
       c.fp32_gflops = 60000;
+      if (f.calibrate == "error") {
+        ch.Send(MakeMessage("error", {{"message", "calibration failed: on purpose"}}));
+        return 3;
+      }
+      if (f.calibrate == "lose-context")
+        c.details["l2"] = {{"error", "the L2 probes left the GPU context broken"}, {"context_lost", true}};
       ch.Send(ToMessage(c));
+      if (f.calibrate == "lose-context") return 3;
     } else if (m->type == "eval") {
       auto req = EvalRequestFromMessage(*m);
       if (!req.ok()) {

@@ -110,6 +110,23 @@ TEST_CASE("a worker pool serves requests and calibrations", "[workers]") {
   CHECK(pool->restarts() == 0);
 }
 
+TEST_CASE("a worker whose calibration broke its context or failed is replaced, and the next one serves", "[workers]") {
+  for (const char* how : {"lose-context", "error"}) {
+    INFO(how);
+    auto pool = StartPool(FakeOptions({"--mode", "ok", "--calibrate", how}));
+    auto cal = pool->Calibrate(0);
+    if (std::string(how) == "error") {
+      CHECK_FALSE(cal.ok());
+    } else {
+      REQUIRE(cal.ok());
+      CHECK(cal->copy_gbps == 4000);  // the figures measured before the probes stand
+      CHECK(cal->details["l2"].value("context_lost", false));
+    }
+    CHECK(pool->restarts() == 1);
+    CheckServed(*pool, 21);
+  }
+}
+
 TEST_CASE("the watchdog kills a hanging worker and its replacement serves", "[workers]") {
   fs::path dir = testing::MakeTempDir("hang");
   auto pool = StartPool(FakeOptions({"--mode", "hang-once", "--marker", (dir / "marker").string()}));

@@ -60,12 +60,13 @@ class Evaluator {
   Evaluator(const Device& dev, const Harness& harness) : dev_(dev), harness_(harness) {}
   // Never throws; faults come back as failed rungs (and context_lost when sticky).
   EvalResult Run(const EvalRequest& req);
-  Result<Calibration> Calibrate();
+  Result<Calibration> Calibrate();  // marks the context lost when a failure left it broken
   // Runs every tune shape's launch sequence `reps` times with no timing of its own, for
   // an external profiler (ncu) to observe. Stops at the first fault.
   Status Replay(const EvalRequest& req, int reps);
 
  private:
+  Result<Calibration> CalibrateOnce();
   Result<std::shared_ptr<Loaded>> Load(const ModuleImage& img);
   // Enqueues the sequence on the stream; an error here is a launch-time failure
   // (resources, bad geometry) that leaves the context usable.

@@ -116,9 +116,13 @@ Result<nlohmann::json> MeasureL2Layout(const Device& dev, const Harness& h, CUde
   }
   if (smids.empty() || smids.back() == 1023)
     return Status::Error("SM ids outside 0..1022, which the L2 probes do not handle");
+  if (static_cast<int>(smids.size()) != nsm)
+    return Status::Error("the L2 probes reached " + std::to_string(smids.size()) + " of " + std::to_string(nsm) +
+                         " SMs (another process holding shared memory?)");
   const int ref = smids.front();
 
-  // Which side each SM is on: 64 places 4 KiB apart, read by SM 0, timed from each SM. Each
+  // Which side each SM is on: 64 places 4 KiB apart, read by the reference SM (the lowest
+  // id), timed from each SM. Each
   // place is two lines of the same 4 KiB, and counts the faster: a load is sometimes slow
   // for reasons of its own, never fast across the fabric.
   std::vector<long long> offs(2 * kSideLines);

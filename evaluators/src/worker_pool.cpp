@@ -359,6 +359,14 @@ void WorkerPool::Release(size_t slot) {
   free_cv_.notify_all();  // all: a waiter may need to learn that every slot is dead
 }
 
+void WorkerPool::RetireAndReplace(size_t slot) {
+  WorkerProcess& w = *workers_[slot];
+  w.channel.reset();
+  ReapWithin(w.pid, kExitGraceMs);  // gives it the time to exit by itself, then kills it
+  w.pid = -1;
+  Replace(slot);
+}
+
 void WorkerPool::Replace(size_t slot) {
   WorkerProcess& old = *workers_[slot];
   old.channel.reset();
@@ -407,11 +415,7 @@ Result<EvalResult> WorkerPool::Evaluate(const EvalRequest& req) {
     }
   }
   if (out && out->context_lost) {
-    // The worker exits by itself after a lost context; give it the time to.
-    w.channel.reset();
-    ReapWithin(w.pid, kExitGraceMs);
-    w.pid = -1;
-    Replace(slot);
+    RetireAndReplace(slot);  // the worker exits by itself after a lost context
   } else if (ex.kind != Exchange::Kind::kReply) {
     Replace(slot);
   }
@@ -464,7 +468,16 @@ Result<Calibration> WorkerPool::Calibrate(int device_index) {
     out = Status::Error(what + " failed: " + ErrorText(ex.reply));
   else
     out = CalibrationFromMessage(ex.reply);
-  if (ex.kind != Exchange::Kind::kReply) Replace(slot);
+  // A worker whose calibration failed, or whose L2 probes broke its context, may be dead or
+  // about to exit (it does after a lost context): give it the time to, then start anew.
+  const bool lost = ex.kind == Exchange::Kind::kReply &&
+                    (ex.reply.type == "error" ||
+                     (out.ok() && out->details.contains("l2") && out->details["l2"].value("context_lost", false)));
+  if (lost) {
+    RetireAndReplace(slot);
+  } else if (ex.kind != Exchange::Kind::kReply) {
+    Replace(slot);
+  }
   Release(slot);
   return out;
 }

@@ -57,6 +57,9 @@ class WorkerPool : public GpuExecutor {
   void Release(size_t slot);
   // Kills and respawns the worker in `slot`. REQUIRES: the caller holds the slot.
   void Replace(size_t slot);
+  // Closes the worker's channel, waits up to a grace period for it to exit (after a lost
+  // context it does so by itself), kills and reaps it, then Replace.
+  void RetireAndReplace(size_t slot);
 
   WorkerPoolOptions options_;
   mutable std::mutex mu_;
