@@ -84,7 +84,7 @@ Handler AddDevicesCommand(CLI::App& app) {
   auto a = std::make_shared<DevicesArgs>();
   CLI::App* sub = app.add_subcommand("devices", "List the visible GPUs; --calibrate measures their copy bandwidth, FMA peak and L2 partition layout.\n"
                                                 "Examples:\n  kevolve devices\n  kevolve devices --calibrate --db kevolve.db");
-  sub->add_flag("--calibrate", a->calibrate, "Measure the ceilings through a worker process per GPU");
+  sub->add_flag("--calibrate", a->calibrate, "Measure the ceilings (copy, FMA) and the L2 partitions through a worker process per GPU");
   sub->add_option("--db", a->db, "Cache the calibration in this database");
   return [a] { return Run(*a); };
 }
