@@ -24,7 +24,7 @@ namespace kevolve::cli {
 namespace {
 
 struct EvalArgs {
-  std::string op, dtype, db, timer = "events", profile_dir;
+  std::string op, dtype, db, timer = "events", profile_dir, flush = "memset";
   std::vector<std::string> files, shapes;
   AssignmentFlags assign;  // --param, --sweep, --variants (--seed is the input draws' too)
   bool json = false, profile = false, recalibrate = false, no_timing = false;
@@ -126,6 +126,9 @@ int Run(const EvalArgs& a) {
   auto dtype = ResolveDType(*op, a.dtype);
   if (!dtype.ok()) { PrintError(dtype.error()); return kExitUsage; }
   if (a.timer != "events" && a.timer != "cupti") { PrintError("--timer must be events or cupti"); return kExitUsage; }
+  TimingProtocol timing;
+  timing.timer = a.timer;
+  if (!SetL2Flush(timing, a.flush)) { PrintError("--flush must be memset, read or none"); return kExitUsage; }
   if (a.profile && !NcuArgsUsable()) return kExitUsage;
   // --shape: time (and profile) these shapes instead of the op's tune shapes, and check them
   // too. Fitness is then over these shapes only, so such a ladder is not recorded where a
@@ -179,7 +182,7 @@ int Run(const EvalArgs& a) {
   auto& cal = gpu->calibration;
   PipelineOptions po;
   po.eval.seed = a.assign.seed;
-  po.eval.timing.timer = a.timer;
+  po.eval.timing = timing;
   po.eval.launch_timeout_ms = a.launch_timeout_ms;
   po.eval.timeout_factor = a.timeout_factor;
   po.eval.skip_timing = a.no_timing;
@@ -290,6 +293,10 @@ Handler AddEvalCommand(CLI::App& app) {
   sub->add_option("--db", a->db, "Record candidates, rungs, timings and calibration in this database");
   sub->add_option("--seed", a->assign.seed, "Seed of the random input draws (and of --variants)");
   sub->add_option("--timer", a->timer, "events (CUDA events) or cupti (CUPTI kernel records)");
+  sub->add_option("--flush", a->flush,
+                  "How the L2 is emptied before each timed repetition: memset (default; writes a buffer twice "
+                  "the L2, as triton's do_bench does, so the kernel also pays for writing those dirty lines back), "
+                  "read (reads it: a cold L2 with no dirty lines) or none");
   sub->add_option("--launch-timeout-ms", a->launch_timeout_ms, "Watchdog floor per launch sequence (default 2000)");
   sub->add_option("--timeout-factor", a->timeout_factor, "Watchdog limit as a multiple of the reference's time (default 50)");
   sub->add_option("--variants", a->assign.variants, "Evaluate N assignments per file: the default one, then random valid ones")->check(CLI::NonNegativeNumber);

@@ -44,11 +44,12 @@ int Run(const ExportArgs& a) {
   if (!gpu) return rc;
   PipelineOptions po;
   if (run->config.contains("arch")) po.arch = run->config["arch"].get<std::string>();
-  // The run's timer and input seed, so that re-timed medians (--confirm) are measured the
+  // The run's timer, L2 flush and input seed, so that re-timed medians (--confirm) are measured the
   // way the search measured the ones they are compared with.
   if (auto cfg = RunConfigFromJson(run->config); cfg.ok()) {
     po.eval.seed = cfg->seed;
     po.eval.timing.timer = cfg->timer;
+    SetL2Flush(po.eval.timing, cfg->flush);
   }
   auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
   auto pipe = Pipeline::Create(*op, *dtype, gpu->pool.get(), gpu->calibration, compiler, po);

@@ -28,7 +28,7 @@ namespace kevolve::cli {
 namespace {
 
 struct RunArgs {
-  std::string op, dtype, db = "kevolve.db", config, time, timer, llm_config;
+  std::string op, dtype, db = "kevolve.db", config, time, timer, flush, llm_config;
   std::vector<std::string> context_dirs;
   double max_cost = -1;
   int llm_in_flight = 8;
@@ -146,6 +146,14 @@ int Run(CLI::App& app, RunArgs a) {
   if (a.islands > 0) cfg.islands = a.islands;
   if (a.target >= 0) cfg.target_fraction = a.target;
   if (!a.timer.empty()) cfg.timer = a.timer;
+  if (!a.flush.empty()) {
+    // One run, one protocol: its medians are compared with each other.
+    if (a.resume && a.flush != cfg.flush) {
+      PrintError("run " + std::to_string(a.resume) + " times with --flush " + cfg.flush + "; a resumed run keeps it");
+      return kExitUsage;
+    }
+    cfg.flush = a.flush;
+  }
   if (a.max_cost >= 0) cfg.max_cost_usd = a.max_cost;
   if (!a.time.empty()) {
     auto t = ParseDuration(a.time);
@@ -172,6 +180,7 @@ int Run(CLI::App& app, RunArgs a) {
   PipelineOptions po;
   po.eval.seed = cfg.seed;
   po.eval.timing.timer = cfg.timer;
+  SetL2Flush(po.eval.timing, cfg.flush);  // validated with the config
   auto compiler = std::make_shared<CachingCompiler>(std::make_shared<NvrtcCompiler>());
   auto pipe = Pipeline::Create(*op, *dtype, pool.get(), gpu->calibration, compiler, po);
   if (!pipe.ok()) { PrintError(pipe.error()); return kExitFailed; }
@@ -275,6 +284,9 @@ Handler AddRunOptions(CLI::App& app) {
   app.add_option("--population", a->population, "Children per generation, 1 or more (default: configs/run.json)")->check(CLI::Range(1, 1000000).description(""));
   app.add_option("--islands", a->islands, "Islands (default: configs/run.json)")->check(CLI::Range(1, 1000000).description(""));
   app.add_option("--timer", a->timer, "events or cupti");
+  app.add_option("--flush", a->flush,
+                 "L2 flush before each timed repetition: memset (default, as triton's do_bench), read (no dirty "
+                 "lines left for the kernel to write back) or none");
   app.add_option("--config", a->config, "Run configuration file (default: configs/run.json)");
   app.add_option("--resume", a->resume, "Continue the run with this id (in --db)");
   app.add_option("--top", a->top, "Survivors to summarise and export (default 3)")->check(CLI::Range(1, 1000000).description(""));

@@ -66,6 +66,13 @@ TEST_CASE("option errors are one line with exit 2; search options without --op a
   // --target is a roofline fraction: a negative one is refused, not taken as "none".
   CHECK(RunCommand(Kevolve("--op softmax --gens 1 --target -1"), &out) == 2);
   CHECK(out.find("--target: '-1' is no roofline fraction in [0, 1.5]") != std::string::npos);
+  // An L2 flush kevolve does not know, before any GPU work.
+  CHECK(RunCommand(Kevolve("eval --op softmax --flush clean" + seed), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("--flush must be memset, read or none") != std::string::npos);
+  CHECK(RunCommand(Kevolve("--op softmax --gens 1 --flush clean"), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("flush must be \"memset\", \"read\" or \"none\"") != std::string::npos);
   // Search options but no op: not a request for help.
   CHECK(RunCommand(Kevolve("--gens 1"), &out) == 2);
   CHECK(CountLines(out) == 1);

@@ -341,7 +341,9 @@ TEST_CASE("the worker's harness kernels compile for sm_90", "[compile]") {
   auto r = nvrtc.Compile(HarnessCompileRequest("sm_90"));
   INFO(r.log);
   REQUIRE(r.ok);
-  CHECK(r.lowered.size() == 9);
+  CHECK(r.lowered.size() == 10);
+  // The read flush's loads go through L2 (ld.global.cg, 16 bytes), so it evicts the L2.
+  CHECK(r.ptx.find("ld.global.cg.v4.u32") != std::string::npos);
   // The L2 probes load with .cg (L2, not L1: an L1 hit would hide the partition) and read
   // the SM id.
   CHECK(r.ptx.find("ld.global.cg.u32") != std::string::npos);

@@ -40,6 +40,17 @@ TEST_CASE("run config: defaults, overrides, durations and operator names", "[cor
   auto share = LoadRunConfig((dir / "d.json").string());
   REQUIRE_FALSE(share.ok());
   CHECK(share.error().find("shape_parents must be in [0, 1]") != std::string::npos);
+  // The L2 flush: memset unless set (a run stored before the field existed timed with memset).
+  CHECK(shipped->flush == "memset");
+  auto no_flush = partial->ToJson();
+  no_flush.erase("flush");
+  CHECK(RunConfigFromJson(no_flush)->flush == "memset");
+  testing::WriteFile(dir / "e.json", "{\"flush\": \"read\"}");
+  CHECK(LoadRunConfig((dir / "e.json").string())->flush == "read");
+  testing::WriteFile(dir / "f.json", "{\"flush\": \"clean\"}");
+  auto bad_flush = LoadRunConfig((dir / "f.json").string());
+  REQUIRE_FALSE(bad_flush.ok());
+  CHECK(bad_flush.error().find("flush must be \"memset\", \"read\" or \"none\"") != std::string::npos);
   CHECK(*ParseDuration("90s") == 90);
   CHECK(*ParseDuration("1h30m") == 5400);
   CHECK(*ParseDuration("2h") == 7200);

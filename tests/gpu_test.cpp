@@ -486,6 +486,31 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   CHECK(out.find("[scaling]") == std::string::npos);
 }
 
+TEST_CASE("kevolve eval --flush memset, read and none each time the kernel, and record the flush", "[gpu]") {
+  GpuFixture::Get();
+  for (const std::string mode : {"read", "none", "memset"}) {
+    INFO(mode);
+    const std::string out = KevolveOk("eval --json --flush " + mode +
+                                      " --op softmax --dtype bf16 --shape 4096x8192 configs/ops/softmax/seeds/block_row.cu");
+    const size_t at = out.rfind("\n[\n");
+    REQUIRE(at != std::string::npos);
+    const auto j = nlohmann::json::parse(out.substr(at + 1));
+    REQUIRE(j.size() == 1);
+    CHECK(j[0]["ok"] == true);
+    REQUIRE(j[0]["timings"].size() == 1);
+    const auto& t = j[0]["timings"][0];
+    CHECK(t["median_us"].get<double>() > 0);
+    CHECK(t["protocol"]["flush"] == mode);
+    auto gpus = ListGpus();
+    REQUIRE(gpus.ok());
+    // The flush buffer is twice the L2 of the GPU the worker ran on.
+    int64_t l2 = 0;
+    for (const auto& g : *gpus) l2 = g.uuid == j[0]["device"] ? g.l2_bytes : l2;
+    CHECK(l2 > 0);
+    CHECK(t["protocol"]["flush_bytes"].get<int64_t>() == (mode == "none" ? 0 : 2 * l2));
+  }
+}
+
 TEST_CASE("kevolve eval --shape at several row counts prints the fixed cost and the steady state", "[gpu]") {
   GpuFixture::Get();
   const std::string out = KevolveOk("eval --op softmax --dtype bf16 --shape 256x65536 --shape 512x65536 "

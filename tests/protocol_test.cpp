@@ -239,6 +239,23 @@ TEST_CASE("TimingProtocol keeps its defaults for missing or bad fields", "[proto
   CHECK(TimingProtocol::FromJson(nlohmann::json::array()).min_reps == TimingProtocol().min_reps);
 }
 
+TEST_CASE("the L2 flush is memset, read or none, and travels with the protocol", "[protocol]") {
+  TimingProtocol t;
+  CHECK(L2FlushName(t) == "memset");
+  CHECK(SetL2Flush(t, "read"));
+  CHECK(t.flush_l2);
+  CHECK(L2FlushName(TimingProtocol::FromJson(t.ToJson())) == "read");
+  CHECK(SetL2Flush(t, "none"));
+  CHECK_FALSE(t.flush_l2);
+  CHECK(L2FlushName(TimingProtocol::FromJson(t.ToJson())) == "none");
+  CHECK(SetL2Flush(t, "memset"));
+  CHECK(L2FlushName(t) == "memset");
+  CHECK_FALSE(SetL2Flush(t, "clean"));
+  CHECK(L2FlushName(t) == "memset");  // unchanged
+  // A protocol stored before the field existed flushed with memset.
+  CHECK(L2FlushName(TimingProtocol::FromJson({{"flush_l2", true}})) == "memset");
+}
+
 TEST_CASE("other protocol versions and malformed bytes are refused without throwing", "[protocol]") {
   nlohmann::json body = {{"v", kProtocolVersion + 1}, {"type", "hello"}};
   auto bytes = nlohmann::json::to_msgpack(body);

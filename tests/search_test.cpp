@@ -32,6 +32,7 @@ extern "C" __global__ void k(const T* x, T* y, int rows, int cols) {}
 class LandscapeEvaluator : public CandidateEvaluator {
  public:
   bool timed = false;
+  std::string flush = "memset";  // recorded in the timings' protocol, as the GPU evaluator does
   std::vector<Ladder> Evaluate(const std::vector<CandidateInput>& in, const std::atomic<bool>* cancel,
                                const std::function<void(size_t, Ladder&)>& on_done) override {
     std::vector<Ladder> out;
@@ -62,6 +63,7 @@ class LandscapeEvaluator : public CandidateEvaluator {
           fit.median_us = 100.0 / f;
           odd.shape = "odd";
           odd.median_us = 100.0 + 10.0 * static_cast<double>((a - 1) * (a - 1) + (b - 8) * (b - 8));
+          fit.protocol = odd.protocol = {{"timer", "events"}, {"flush_l2", flush != "none"}, {"flush", flush}};
           l.timings = {fit, odd};
         }
       }
@@ -427,6 +429,41 @@ TEST_CASE("a second run in the same database adopts recorded results instead of 
   REQUIRE(r3.ok());
   CHECK(r3->generations_done == 6);
   CHECK(r3->best->fitness >= r2->best->fitness);
+}
+
+TEST_CASE("a run that times with another L2 flush measures again what it adopts", "[engine]") {
+  World w;
+  LandscapeEvaluator e1, e2, e3;
+  e1.timed = e2.timed = e3.timed = true;
+  e2.flush = "read";
+  FakeClock c1, c2, c3;
+  auto r1 = Search(w.op, DType::kF32, Config(2, 4), w.store.get(), &e1, &c1).Run(0, nullptr, {});
+  REQUIRE(r1.ok());
+  RunConfig read = Config(2, 4);
+  read.flush = "read";
+  std::vector<GenerationReport> reports;
+  auto r2 = Search(w.op, DType::kF32, read, w.store.get(), &e2, &c2)
+                .Run(0, nullptr, [&](const GenerationReport& g) { reports.push_back(g); });
+  REQUIRE(r2.ok());
+  // The same seed proposes the same candidates: the correct ones (timed) are measured
+  // again, the failures (no timings) are adopted as they are.
+  REQUIRE(!reports.empty());
+  CHECK(reports[0].remeasured > 0);
+  CHECK(reports[0].reused > 0);
+  int evaluated = 0;
+  for (const auto& g : reports) evaluated += g.evaluated;
+  CHECK(e2.calls == evaluated);  // the measured-again ones count as evaluated
+  CHECK(FormatReport(reports[0], 2).find(" timed elsewhere another way, measured again") !=
+        std::string::npos);
+  // The best candidate's latest medians are the read flush's.
+  auto t = w.store->GetTimings(r2->best->id);
+  REQUIRE(t.ok());
+  REQUIRE(!t->empty());
+  CHECK(t->back().protocol["flush"] == "read");
+  // A third run with the read flush adopts everything as it stands.
+  auto r3 = Search(w.op, DType::kF32, read, w.store.get(), &e3, &c3).Run(0, nullptr, {});
+  REQUIRE(r3.ok());
+  CHECK(e3.calls == 0);
 }
 
 TEST_CASE("LLM children enter the search and every call is recorded", "[engine][llm]") {

@@ -14,6 +14,7 @@ nlohmann::json RunConfig::ToJson() const {
           {"migration_interval", migration_interval}, {"migrants", migrants},
           {"elite_per_island", elite_per_island}, {"seed_samples", seed_samples},
           {"local_search", local_search}, {"shape_parents", shape_parents}, {"operator_mix", operator_mix}, {"timer", timer},
+          {"flush", flush},
           {"max_cost_usd", max_cost_usd}, {"llm_wait_s", llm_wait_s}};
 }
 
@@ -28,6 +29,8 @@ Status ValidateRunConfig(const RunConfig& c) {
   if (c.time_limit_s < 0) return bad("time_limit_s", "must be >= 0");
   if (c.target_fraction < 0 || c.target_fraction > 1.5) return bad("target_fraction", "must be in [0, 1.5]");
   if (c.timer != "events" && c.timer != "cupti") return bad("timer", "must be \"events\" or \"cupti\"");
+  if (c.flush != "memset" && c.flush != "read" && c.flush != "none")
+    return bad("flush", "must be \"memset\", \"read\" or \"none\"");
   if (c.max_cost_usd < 0) return bad("max_cost_usd", "must be >= 0");
   if (c.shape_parents < 0 || c.shape_parents > 1) return bad("shape_parents", "must be in [0, 1]");
   if ((c.llm_wait_s < 0 && c.llm_wait_s != -1) || c.llm_wait_s > 86400)
@@ -50,7 +53,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   JsonReader r(path);
   r.OnlyKeys(j, {"generations", "time_limit_s", "target_fraction", "seed", "population", "islands",
                  "migration_interval", "migrants", "elite_per_island", "seed_samples", "local_search",
-                 "shape_parents", "operator_mix", "timer", "max_cost_usd", "llm_wait_s"}, "");
+                 "shape_parents", "operator_mix", "timer", "flush", "max_cost_usd", "llm_wait_s"}, "");
   if (j.is_object() && j.contains("arch")) {
     nlohmann::json k = j;
     k.erase("arch");
@@ -69,6 +72,7 @@ Result<RunConfig> FromJsonImpl(const nlohmann::json& j, const std::string& path)
   c.local_search = static_cast<int>(r.Integer(j, "local_search", "", false, c.local_search));
   c.shape_parents = r.Number(j, "shape_parents", "", false, c.shape_parents);
   c.timer = r.String(j, "timer", "", false, c.timer);
+  c.flush = r.String(j, "flush", "", false, c.flush);
   c.max_cost_usd = r.Number(j, "max_cost_usd", "", false, c.max_cost_usd);
   c.llm_wait_s = r.Number(j, "llm_wait_s", "", false, c.llm_wait_s);
   if (const Json* mix = r.Field(j, "operator_mix", "", Json::value_t::object, false)) {

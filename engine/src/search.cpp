@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kevolve/core/json_file.h"
+#include "kevolve/evaluators/protocol.h"
 #include "kevolve/operators/llm/provider.h"
 #include "kevolve/operators/param_ops.h"
 
@@ -98,6 +99,13 @@ std::map<std::string, double> Search::StoredTimes(int64_t id) const {
   if (auto t = store_->GetTimings(id); t.ok())
     for (const auto& x : *t) times[x.shape] = x.median_us;
   return times;
+}
+
+bool Search::MeasuredAlike(int64_t id) const {
+  auto t = store_->GetTimings(id);
+  if (!t.ok() || t->empty()) return true;
+  const TimingProtocol p = TimingProtocol::FromJson(t->back().protocol);
+  return p.timer == cfg_.timer && L2FlushName(p) == cfg_.flush;
 }
 
 Status Search::Replay(int64_t run_id, int generations_done) {
@@ -411,6 +419,14 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
           ++rep.duplicates;  // already in this run
           continue;
         }
+        if (evaluated && !own && !MeasuredAlike(c.id)) {
+          // Timed elsewhere with another timer or L2 flush: its medians are not comparable
+          // with this run's, so it is measured again (the candidate then carries the new ones).
+          p.adopt = true;
+          ++rep.remeasured;
+          todo.push_back(p);
+          continue;
+        }
         if (evaluated) {
           // Recorded by an interrupted attempt at this generation, or elsewhere (another
           // run, `kevolve eval --db`): its result is reused, not measured again.
@@ -566,6 +582,7 @@ std::string FormatReport(const GenerationReport& r, int total) {
   std::snprintf(buf, sizeof(buf), "gen %d/%d  eval %d", r.generation + 1, total, r.evaluated);
   std::string s = buf;
   if (r.reused) s += " (+" + std::to_string(r.reused) + " reused)";
+  if (r.remeasured) s += " (" + std::to_string(r.remeasured) + " timed elsewhere another way, measured again)";
   if (r.duplicates) s += " dup " + std::to_string(r.duplicates);
   if (!r.failures.empty()) {
     s += "  fail";

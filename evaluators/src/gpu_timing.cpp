@@ -133,6 +133,9 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
   auto flush = FlushBuffer();
   if (!flush.ok()) return fail("resources", flush.error());
   size_t flush_words = flush_.bytes() / 4;
+  const bool read_flush = p.flush == "read";
+  if (p.flush_l2 && !read_flush && p.flush != "memset")
+    return fail("resources", "unknown L2 flush \"" + p.flush + "\" (memset or read)");
   std::vector<Event> starts, stops;
   for (int i = 0; i < p.batch; ++i) {
     auto a = dev_.NewEvent();
@@ -160,7 +163,12 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
   for (;;) {
     for (int i = 0; i < p.batch; ++i, ++rep) {
       if (p.reset_persisting_l2) d.cuCtxResetPersistingL2Cache();
-      if (p.flush_l2) d.cuMemsetD32Async(*flush, static_cast<unsigned>(rep), flush_words, st);
+      if (p.flush_l2 && read_flush) {
+        if (Status fs = harness_.ReadSweep(*flush, static_cast<int64_t>(flush_.bytes() / 16), *flush); !fs.ok())
+          return fail("resources", fs.message());
+      } else if (p.flush_l2) {
+        d.cuMemsetD32Async(*flush, static_cast<unsigned>(rep), flush_words, st);
+      }
       d.cuEventRecord(starts[i].get(), st);
       Fault f = Enqueue(cand, shape.launches, packs[rep % p.input_sets]);
       if (!f.ok()) return f;
@@ -207,6 +215,7 @@ Fault Evaluator::TimeShape(const EvalRequest& req, const ShapeJob& shape, const 
   out->flops = shape.flops;
   out->protocol = req.timing.ToJson();
   out->protocol["flush_bytes"] = p.flush_l2 ? static_cast<int64_t>(flush_.bytes()) : 0;
+  out->protocol["flush"] = L2FlushName(p);
   out->protocol["reps"] = s.n;
   out->protocol["rse"] = s.rse;
   out->protocol["stop"] = why;

@@ -36,6 +36,17 @@ extern "C" __global__ void kv_copy(const uint4* __restrict__ src, uint4* __restr
     dst[i] = src[i];
 }
 
+// Reads n 16-byte words through L2 (the "read" flush: the L2 ends up holding these clean
+// lines, and the dirty ones it held are written back during this launch).
+extern "C" __global__ void kv_read_sweep(const uint4* __restrict__ src, long long n, unsigned* sink) {
+  unsigned s = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = __ldcg(src + i);
+    s ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (s == 0x9e3779b9u) sink[0] = s;  // keeps the loads
+}
+
 extern "C" __global__ void kv_fma(float* out, int iters) {
   float a0 = threadIdx.x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5, a6 = a0 + 6, a7 = a0 + 7;
   const float m = 0.999999f, c = 1e-7f;
@@ -61,7 +72,7 @@ CompileRequest HarnessCompileRequest(const std::string& arch) {
   req.source = std::string("// @kevolve launch kv_copy grid=1 block=1\n") + gpu::kHarnessSource + gpu::L2ProbeSource();
   req.dtype = DType::kF32;
   req.arch = arch;
-  req.entries = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16", "kv_copy", "kv_fma",
+  req.entries = {"kv_fill_f32", "kv_fill_f16", "kv_fill_bf16", "kv_copy", "kv_read_sweep", "kv_fma",
                  "kv_l2_warm", "kv_l2_probe", "kv_ticket_copy", "kv_l2_smids"};
   return req;
 }
@@ -85,6 +96,7 @@ Result<std::unique_ptr<Harness>> Harness::Build(const Device& dev) {
         !s.ok())
       return s;
   const std::pair<CUfunction*, const char*> more[] = {{&h->copy_, "kv_copy"},
+                                                      {&h->read_sweep_, "kv_read_sweep"},
                                                       {&h->fma_, "kv_fma"},
                                                       {&h->l2_warm_, "kv_l2_warm"},
                                                       {&h->l2_probe_, "kv_l2_probe"},
@@ -128,6 +140,14 @@ Status Harness::Copy(CUdeviceptr src, CUdeviceptr dst, int64_t n16, int blocks) 
   void* args[] = {&src, &dst, &n};
   return dev_.Check(dev_.drv().cuLaunchKernel(copy_, blocks, 1, 1, 512, 1, 1, 0, dev_.stream(), args, nullptr),
                     "cuLaunchKernel(kv_copy)");
+}
+
+Status Harness::ReadSweep(CUdeviceptr src, int64_t n16, CUdeviceptr sink) const {
+  long long n = n16;
+  void* args[] = {&src, &n, &sink};
+  return dev_.Check(dev_.drv().cuLaunchKernel(read_sweep_, dev_.desc().sm_count * 4, 1, 1, 512, 1, 1, 0,
+                                              dev_.stream(), args, nullptr),
+                    "cuLaunchKernel(kv_read_sweep)");
 }
 
 Status Harness::Fma(CUdeviceptr out, int iters, int blocks, int threads) const {

@@ -1,6 +1,6 @@
 // The worker's own kernels, compiled once per process with NVRTC for the device: input
 // generators (counter-based, so any element can be drawn from its seed alone), a 16-byte
-// copy for calibration, an FMA chain for the fp32 peak, and the L2 partition probes
+// copy for calibration, a read sweep (the timing's "read" L2 flush), an FMA chain for the fp32 peak, and the L2 partition probes
 // (l2_layout.h).
 #pragma once
 
@@ -24,6 +24,9 @@ class Harness {
   Status Fill(CUdeviceptr p, int64_t n, DType dtype, uint64_t seed, bool normal, float scale, float offset) const;
   // Copies n16 16-byte words; enqueued.
   Status Copy(CUdeviceptr src, CUdeviceptr dst, int64_t n16, int blocks) const;
+  // Reads n16 16-byte words at src through L2 (sink: a uint32 it almost never writes);
+  // enqueued.
+  Status ReadSweep(CUdeviceptr src, int64_t n16, CUdeviceptr sink) const;
   // Runs `iters` iterations of 8 independent FMA chains in every thread; enqueued.
   Status Fma(CUdeviceptr out, int iters, int blocks, int threads) const;
   // Sets seen[id] to 1 for the id of every SM that runs one of its blocks (seen: 1024
@@ -49,7 +52,7 @@ class Harness {
   const Device& dev_;
   Module module_;
   CUfunction fill_[3] = {};  // f32, f16, bf16
-  CUfunction copy_ = nullptr, fma_ = nullptr, l2_warm_ = nullptr, l2_probe_ = nullptr, ticket_copy_ = nullptr,
+  CUfunction copy_ = nullptr, read_sweep_ = nullptr, fma_ = nullptr, l2_warm_ = nullptr, l2_probe_ = nullptr, ticket_copy_ = nullptr,
              l2_smids_ = nullptr;
   std::string l2_error_;  // why the L2 probes cannot run here (empty: they can)
 };

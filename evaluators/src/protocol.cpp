@@ -259,7 +259,7 @@ void Fields(V& v, TimingProtocol& x) {
   v.Opt("timer", x.timer).Opt("warmup_reps", x.warmup_reps).Opt("warmup_ms", x.warmup_ms);
   v.Opt("min_reps", x.min_reps).Opt("max_reps", x.max_reps).Opt("batch", x.batch).Opt("target_rse", x.target_rse);
   v.Opt("max_ms_per_shape", x.max_ms_per_shape).Opt("input_sets", x.input_sets).Opt("flush_l2", x.flush_l2);
-  v.Opt("reset_persisting_l2", x.reset_persisting_l2);
+  v.Opt("flush", x.flush).Opt("reset_persisting_l2", x.reset_persisting_l2);
 }
 template <typename V>
 void Fields(V& v, EvalRequest& x) {
@@ -317,6 +317,15 @@ Result<T> FromMessage(const Message& m, const char* type) {
 nlohmann::json TimingProtocol::ToJson() const {
   return Writer::Value(*this);
 }
+
+bool SetL2Flush(TimingProtocol& t, const std::string& mode) {
+  if (mode != "memset" && mode != "read" && mode != "none") return false;
+  t.flush_l2 = mode != "none";
+  if (t.flush_l2) t.flush = mode;
+  return true;
+}
+
+std::string L2FlushName(const TimingProtocol& t) { return t.flush_l2 ? t.flush : "none"; }
 
 TimingProtocol TimingProtocol::FromJson(const nlohmann::json& j) {
   TimingProtocol t;

@@ -30,6 +30,10 @@ struct RunConfig {
   double shape_parents = 0.25;
   std::map<std::string, double> operator_mix = {{"param_tweak", 0.7}, {"crossover", 0.3}};
   std::string timer = "events"; // events | cupti
+  // How the L2 is emptied before every timed repetition: memset (as triton's do_bench; the
+  // kernel pays for the write-back of the buffer's dirty lines), read (a cold L2 with no
+  // dirty lines) or none.
+  std::string flush = "memset";
   double max_cost_usd = 0;      // LLM budget for the whole run, across resumes; 0 = none
   // How long a generation waits for the LLM children asked for during the previous one
   // before it goes ahead without them (they join a later generation, and no new calls

@@ -50,6 +50,7 @@ class SteadyClock : public Clock {
 struct GenerationReport {
   int generation = 0;
   int proposed = 0, evaluated = 0, reused = 0, duplicates = 0;
+  int remeasured = 0;  // adopted, but timed with another timer or flush: evaluated again
   std::map<std::string, int> failures;  // by status ("failed_correctness", "timeout", ...)
   double best_fitness = 0;
   std::vector<std::pair<std::string, double>> best_times_us;  // per tune shape, best candidate
@@ -121,6 +122,9 @@ class Search {
                   int island, int generation, const nlohmann::json& features,
                   const std::map<std::string, double>& times) const;
   std::map<std::string, double> StoredTimes(int64_t id) const;  // its median per tune shape
+  // Whether the candidate's latest medians were taken with this run's timer and L2 flush
+  // (true when it has none: a failure does not depend on them).
+  bool MeasuredAlike(int64_t id) const;
   Status Replay(int64_t run_id, int generations_done);
   // LLM children of this generation whose recorded call waits for the child's candidate id.
   struct PendingCalls {

@@ -86,11 +86,21 @@ struct TimingProtocol {
   double target_rse = 0.005;      // stop when the relative standard error is below this
   double max_ms_per_shape = 1500; // cap on measured time per shape
   int input_sets = 3;             // rotated
-  bool flush_l2 = true;           // write 2x the L2 size before every repetition
+  bool flush_l2 = true;           // evict the L2 before every repetition (2x its size)
+  // How: "memset" writes the flush buffer, as triton's do_bench does, and leaves the L2
+  // full of its dirty lines, whose write-back the timed kernel then pays for; "read"
+  // reads it, so that the kernel starts on a cold L2 holding no dirty lines.
+  std::string flush = "memset";
   bool reset_persisting_l2 = true;
   nlohmann::json ToJson() const;
   static TimingProtocol FromJson(const nlohmann::json& j);
 };
+
+// Sets t's L2 flush from a user's word: "memset", "read" or "none". False (t unchanged)
+// for any other word.
+bool SetL2Flush(TimingProtocol& t, const std::string& mode);
+// The word for t's flush: "memset", "read" or "none".
+std::string L2FlushName(const TimingProtocol& t);
 
 struct EvalRequest {
   int64_t id = 0;
