@@ -19,7 +19,7 @@ def us_at(shape, frac):
     return 2 * r * c * 4 / (frac * COPY * 1e9) * 1e6
 
 
-def folder(root, name, date, per_shape, torch_us):
+def folder(root, name, date, per_shape, torch_us, flush=None):
     d = os.path.join(root, name)
     os.makedirs(d)
     run = {"op": "softmax", "dtype": "f32", "fitness": 0.9, "single": per_shape, "candidates": 10, "passed": 10,
@@ -29,6 +29,8 @@ def folder(root, name, date, per_shape, torch_us):
     json.dump({"device": "test", "torch": "0", "copy_GBps": COPY, "rows": rows}, open(os.path.join(d, "torch.json"), "w"))
     for f, v in (("device.txt", "Test GPU, 1, 2, 3"), ("date.txt", date), ("budget.txt", "--gens 1")):
         open(os.path.join(d, f), "w").write(v + "\n")
+    if flush:
+        open(os.path.join(d, "flush.txt"), "w").write(flush + "\n")
     return d
 
 
@@ -48,6 +50,11 @@ def main():
         new = folder(root, "b", "2026-01-02T00:00Z", {big: us_at(big, 0.8996), small: us_at(small, 0.45)},
                      {big: us_at(big, 0.6), small: us_at(small, 0.4)})
         text = bt.table([bt.load_dir(old), bt.load_dir(new)])
+        # A newer folder timed with the read flush keeps its rows apart: the memset block
+        # is unchanged, and a second block counts the read rows.
+        read = folder(root, "c", "2026-01-03T00:00Z", {big: us_at(big, 0.93), small: us_at(small, 0.5)},
+                      {big: us_at(big, 0.62), small: us_at(small, 0.41)}, flush="read")
+        both = bt.table([bt.load_dir(old), bt.load_dir(new), bt.load_dir(read)])
     lines = text.splitlines()
     try:
         head = lines.index(next(l for l in lines if l.startswith("| op | dtype | shape | MiB moved | kevolve (us) | PyTorch (us)")))
@@ -77,6 +84,19 @@ def main():
     check(any(l.startswith("- At least 90% of the 1 GiB copy, on rows moving 64 MiB or more: 0/1") for l in lines),
           "the targets should count 0/1 rows at 90% (the newer run's big row)")
     check(any(l == f"  Below 90%: softmax f32 {big} 89.9%." for l in lines), "the list of misses should name the big row at 89.9%")
+    blines = both.splitlines()
+    check(text.splitlines()[4] in blines and both.count(bt.TITLES["memset"]) == 1 and both.count(bt.TITLES["read"]) == 1,
+          "with a read folder, the memset targets stay and a read targets block follows")
+    memset_part = both[: both.index(bt.TITLES["read"])]
+    read_part = both[both.index(bt.TITLES["read"]): both.index("### ")]
+    check(f"  Below 90%: softmax f32 {big} 89.9%." in memset_part.splitlines(),
+          "the memset block still counts the memset run's miss (the read run does not replace it)")
+    check("- At least 90% of the 1 GiB copy, on rows moving 64 MiB or more: 1/1" in read_part,
+          "the read block counts the read run's row at 93%")
+    check("### 2026-01-03T00:00Z: Test GPU, budget `--gens 1` per op and dtype, L2 flush `read`" in blines,
+          "the read folder's heading names its flush")
+    check("L2 flush" not in "\n".join(l for l in blines if l.startswith("### 2026-01-0") and "01-03" not in l),
+          "memset folders' headings are as before")
     for f in failures:
         print("bench_table_test:", f)
     if not failures:

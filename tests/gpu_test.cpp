@@ -486,7 +486,7 @@ TEST_CASE("kevolve eval --shape times exactly the shapes asked for", "[gpu]") {
   CHECK(out.find("[scaling]") == std::string::npos);
 }
 
-TEST_CASE("kevolve eval --flush memset, read and none each time the kernel, and record the flush", "[gpu]") {
+TEST_CASE("kevolve eval --flush memset or read or none times the kernel and records the flush", "[gpu]") {
   GpuFixture::Get();
   for (const std::string mode : {"read", "none", "memset"}) {
     INFO(mode);
