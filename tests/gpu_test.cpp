@@ -492,9 +492,13 @@ TEST_CASE("kevolve eval --flush memset or read or none times the kernel and reco
     INFO(mode);
     const std::string out = KevolveOk("eval --json --flush " + mode +
                                       " --op softmax --dtype bf16 --shape 4096x8192 configs/ops/softmax/seeds/block_row.cu");
+    INFO(out);
+    // The JSON array is the last thing printed: a line holding "[" alone (the first line
+    // when nothing else was printed before it).
     const size_t at = out.rfind("\n[\n");
-    REQUIRE(at != std::string::npos);
-    const auto j = nlohmann::json::parse(out.substr(at + 1));
+    const size_t begin = at != std::string::npos ? at + 1 : (out.rfind("[\n", 0) == 0 ? 0 : std::string::npos);
+    REQUIRE(begin != std::string::npos);
+    const auto j = nlohmann::json::parse(out.substr(begin));
     REQUIRE(j.size() == 1);
     CHECK(j[0]["ok"] == true);
     REQUIRE(j[0]["timings"].size() == 1);
