@@ -12,6 +12,7 @@
 #include "kevolve/core/json_file.h"
 #include "kevolve/engine/pipeline.h"
 #include "kevolve/engine/profiler.h"
+#include "kevolve/engine/search.h"
 #include "kevolve/evaluators/cuda_driver.h"
 #include "kevolve/evaluators/nvrtc_compiler.h"
 #include "kevolve/evaluators/worker.h"
@@ -167,6 +168,16 @@ int Run(const EvalArgs& a) {
     auto list = FileAssignments(name, CandidateSource::Parse(*text, name), a.assign, *dtype);
     if (!list.ok()) { PrintError(list.error()); return kExitUsage; }
     for (const auto& asg : *list) inputs.push_back({name, *text, asg});
+  }
+  // A database keeps medians of one timing protocol (kevolve --help: --flush): checked
+  // before any GPU work.
+  if (!a.db.empty() && !a.no_timing && fs::exists(a.db)) {
+    auto s = db::OpenSqliteStore(a.db);
+    if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
+    if (Status st = CheckTimingProtocol(**s, timing.timer, L2FlushName(timing)); !st.ok()) {
+      PrintError(a.db + ": " + st.message());
+      return kExitUsage;
+    }
   }
   if (auto gpus = ListGpus(); !gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
   std::unique_ptr<db::Store> store;

@@ -167,6 +167,18 @@ int Run(CLI::App& app, RunArgs a) {
   if (!a.llm_config.empty() && !fs::exists(llm_path)) { PrintError("no LLM config at '" + llm_path + "'"); return kExitUsage; }
   auto providers = LoadProviders(llm_path);
   if (!providers.ok()) { PrintError(providers.error()); return kExitUsage; }
+  // One database, one timing protocol: checked before any GPU work.
+  if (!store && fs::exists(a.db)) {
+    auto s = db::OpenSqliteStore(a.db);
+    if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
+    store = std::move(*s);
+  }
+  if (store) {
+    if (Status s = CheckTimingProtocol(*store, cfg.timer, cfg.flush); !s.ok()) {
+      PrintError(a.db + ": " + s.message());
+      return kExitUsage;
+    }
+  }
   if (auto gpus = ListGpus(); !gpus.ok()) { PrintError(NoGpuMessage(gpus.error())); return kExitNoGpu; }
   if (!store) {
     auto s = db::OpenSqliteStore(a.db);

@@ -132,10 +132,11 @@ MM_RE = re.compile(r"^- matmul (\S+): (\S+?)%? of cuBLAS throughput \(geometric 
 
 
 def parse_section(lines):
-    m = re.match(r"^### (.+?): (.*), budget `(.*)` per op and dtype$", lines[0])
+    m = re.match(r"^### (.+?): (.*), budget `(.*)` per op and dtype(?:, L2 flush `(\w+)`)?$", lines[0])
     if not m:
         raise ValueError(f"not a section header: {lines[0]}")
-    sec = dict(date=m.group(1), device_head=m.group(2), budget=m.group(3), device="", torch_version=None,
+    sec = dict(date=m.group(1), device_head=m.group(2), budget=m.group(3), flush=m.group(4) or "memset",
+               device="", torch_version=None,
                copy_t=None, sizes=None, source=None, rowwise=[], matmul=[], bullets=[], mm_bullets=[])
     table = None
     for line in lines[1:]:
@@ -178,16 +179,21 @@ def parse_section(lines):
 
 
 def parse_targets(lines):
-    """Misses by (op, dtype, shape) -> printed truncated percent, for the copy and the same-size copy."""
-    miss, smiss = {}, {}
+    """Misses by (op, dtype, shape) -> printed truncated percent, for the copy and the same-size copy,
+    for each L2 flush's targets (each has its own block, opened by its bench_table.TITLES line)."""
+    out = {f: ({}, {}) for f in bt.TITLES}
+    miss, smiss = out["memset"]
     for line in lines:
+        for f, title in bt.TITLES.items():
+            if line == title:
+                miss, smiss = out[f]
         for prefix, into in (("  Below 90% of a same-size copy: ", smiss), ("  Below 90%: ", miss)):
             if line.startswith(prefix):
                 for item in line[len(prefix):].rstrip(".").split("; "):
                     op, dt, shape, pct = item.split(" ")
                     into[(op, dt, shape)] = pct.rstrip("%")
                 break
-    return miss, smiss
+    return out
 
 
 def group_rows(rows):
@@ -357,17 +363,19 @@ def recover(doc_path, out_dir):
     starts = [i for i, l in enumerate(lines) if l.startswith("### ")]
     end = lines.index(bt.END)
     sections = [parse_section(lines[a:b]) for a, b in zip(starts, starts[1:] + [end])]
-    miss, smiss = parse_targets(lines[: starts[0]] if starts else lines)
-    # Which section's row is the latest for every (op, dtype, shape): the targets bound those.
+    by_flush = parse_targets(lines[: starts[0]] if starts else lines)
+    # Which section's row is the latest for every (op, dtype, shape) of its L2 flush: each
+    # flush's targets bound its own latest rows.
     last = {}
     for si, sec in enumerate(sections):
         for cells in sec["rowwise"]:
-            last[(cells[0], cells[1], cells[2])] = si
+            last[(sec["flush"], cells[0], cells[1], cells[2])] = si
     names = folder_names([s["date"] for s in sections])
     os.makedirs(out_dir, exist_ok=True)
     dirs = []
     for si, (sec, name) in enumerate(zip(sections, names)):
-        flags = {key: s == si for key, s in last.items()}
+        flags = {key[1:]: s == si for key, s in last.items() if key[0] == sec["flush"]}
+        miss, smiss = by_flush[sec["flush"]]
         nruns = len(group_rows(sec["rowwise"]))  # a run with no rows (0/0 shapes) has only its bullet
         separate = set()
         try:
@@ -409,7 +417,10 @@ def recover(doc_path, out_dir):
         for f, text in (("date.txt", sec["date"]), ("budget.txt", sec["budget"]), ("device.txt", sec["device"])):
             with open(os.path.join(path, f), "w") as fh:
                 fh.write(text + "\n")
-        for f in ("torch.json", "copy_sizes.json"):
+        if sec["flush"] != "memset":
+            with open(os.path.join(path, "flush.txt"), "w") as fh:
+                fh.write(sec["flush"] + "\n")
+        for f in ("torch.json", "copy_sizes.json", "flush.txt")[: 3 if sec["flush"] == "memset" else 2]:
             if os.path.exists(os.path.join(path, f)):
                 os.remove(os.path.join(path, f))
         if sec["torch_version"] is not None or sec["copy_t"] is not None or torch_rows:

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kevolve/db/store.h"
 #include "test_util.h"
 
 using namespace kevolve;
@@ -295,4 +296,40 @@ TEST_CASE("compile --db records candidates that the database commands read back"
   CHECK(out.find("3 candidates") != std::string::npos);
   CHECK(RunCommand(Kevolve("show 99 --db '" + db + "'"), &out) == 2);
   CHECK(RunCommand(Kevolve("runs --db '" + (dir / "none.db").string() + "'"), &out) == 2);
+}
+
+TEST_CASE("a search or eval --db timing with another L2 flush or timer than the database's is refused before any GPU work", "[cli][db]") {
+  auto dir = testing::MakeTempDir("clidbproto");
+  const std::string db = (dir / "k.db").string();
+  const std::string seed = " configs/ops/softmax/seeds/warp_row.cu";
+  std::string out;
+  REQUIRE(RunCommand(Kevolve("compile --op softmax --db '" + db + "'" + seed), &out) == 0);
+  {
+    // One candidate timed the default way (events, memset), as a GPU run would store it.
+    auto store = db::OpenSqliteStore(db);
+    REQUIRE(store.ok());
+    db::EvaluationRecord e;
+    e.candidate_id = 1;
+    e.status = "ok";
+    db::TimingRecord t;
+    t.shape = "4096x1024";
+    t.median_us = 10;
+    t.protocol = {{"timer", "events"}, {"flush_l2", true}, {"flush", "memset"}};
+    e.timings = {t};
+    REQUIRE((*store)->RecordEvaluation(e).ok());
+  }
+  for (const std::string cmd : {"--op softmax --gens 1 --flush read --db '" + db + "'",
+                                "--op softmax --gens 1 --timer cupti --db '" + db + "'",
+                                "eval --op softmax --flush none --db '" + db + "'" + seed}) {
+    INFO(cmd);
+    CHECK(RunCommand(Kevolve(cmd), &out) == 2);
+    INFO(out);
+    CHECK(CountLines(out) == 1);
+    CHECK(out.find("holds timings measured with --timer events --flush memset") != std::string::npos);
+    CHECK(out.find("another --db") != std::string::npos);
+  }
+  // Nothing was recorded: still one candidate and no run.
+  REQUIRE(RunCommand(Kevolve("runs --db '" + db + "'"), &out) == 0);
+  CHECK(out.find("1 candidates") != std::string::npos);
+  CHECK(CountLines(out) == 2);  // the header and the count: no run
 }

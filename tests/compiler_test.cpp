@@ -342,8 +342,12 @@ TEST_CASE("the worker's harness kernels compile for sm_90", "[compile]") {
   INFO(r.log);
   REQUIRE(r.ok);
   CHECK(r.lowered.size() == 10);
-  // The read flush's loads go through L2 (ld.global.cg, 16 bytes), so it evicts the L2.
-  CHECK(r.ptx.find("ld.global.cg.v4.u32") != std::string::npos);
+  // The read flush's loads go through L2 (ld.global.cg, 16 bytes), so it evicts the L2:
+  // looked for in kv_read_sweep's own PTX (the probes' ticket copy loads the same way).
+  const size_t sweep = r.ptx.find(".entry kv_read_sweep");
+  REQUIRE(sweep != std::string::npos);
+  const std::string sweep_ptx = r.ptx.substr(sweep, r.ptx.find(".entry", sweep + 1) - sweep);
+  CHECK(sweep_ptx.find("ld.global.cg.v4.u32") != std::string::npos);
   // The L2 probes load with .cg (L2, not L1: an L1 hit would hide the partition) and read
   // the SM id.
   CHECK(r.ptx.find("ld.global.cg.u32") != std::string::npos);

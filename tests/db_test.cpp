@@ -423,6 +423,37 @@ TEST_CASE("RecordEvaluation stores rungs, timings, status, fitness and features"
   CHECK(rungs->at(2).log == "error: boom");
 }
 
+TEST_CASE("TimingProtocols names the timer and L2 flush of every stored timing once", "[db]") {
+  TempDir tmp;
+  auto store = Open(tmp.File("kevolve.db"));
+  auto none = store->TimingProtocols();
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+  const Json protocols[] = {
+      {{"timer", "events"}, {"flush_l2", true}},                       // before the flush was named
+      {{"timer", "events"}, {"flush_l2", true}, {"flush", "memset"}},  // the same protocol
+      {{"timer", "cupti"}, {"flush_l2", true}, {"flush", "read"}},
+      {{"timer", "events"}, {"flush_l2", false}},                      // did not flush
+      {{"timer", "events"}, {"flush_l2", false}, {"flush", "none"}},
+  };
+  int i = 0;
+  for (const Json& p : protocols) {
+    EvaluationRecord e;
+    e.candidate_id = AddCandidate(*store, MakeCandidate("cand" + std::to_string(i++), AddSource(*store, "src")));
+    e.status = "ok";
+    TimingRecord t;
+    t.shape = "4096x1024";
+    t.median_us = 10;
+    t.protocol = p;
+    e.timings = {t, t};
+    REQUIRE(store->RecordEvaluation(e).ok());
+  }
+  auto got = store->TimingProtocols();
+  REQUIRE(got.ok());
+  using P = std::pair<std::string, std::string>;
+  CHECK(*got == std::vector<P>{P{"cupti", "read"}, P{"events", "memset"}, P{"events", "none"}});
+}
+
 TEST_CASE("RecordEvaluation is atomic", "[db]") {
   TempDir tmp;
   auto store = Open(tmp.File("kevolve.db"));

@@ -247,6 +247,7 @@ TEST_CASE("the L2 flush is memset, read or none, and travels with the protocol",
   CHECK(L2FlushName(TimingProtocol::FromJson(t.ToJson())) == "read");
   CHECK(SetL2Flush(t, "none"));
   CHECK_FALSE(t.flush_l2);
+  CHECK(t.ToJson()["flush"] == "none");  // what the worker receives and the rung stores
   CHECK(L2FlushName(TimingProtocol::FromJson(t.ToJson())) == "none");
   CHECK(SetL2Flush(t, "memset"));
   CHECK(L2FlushName(t) == "memset");

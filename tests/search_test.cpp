@@ -431,39 +431,40 @@ TEST_CASE("a second run in the same database adopts recorded results instead of 
   CHECK(r3->best->fitness >= r2->best->fitness);
 }
 
-TEST_CASE("a run that times with another L2 flush measures again what it adopts", "[engine]") {
+TEST_CASE("a database keeps one timing protocol: a run with another L2 flush or timer stops before it starts", "[engine]") {
   World w;
   LandscapeEvaluator e1, e2, e3;
   e1.timed = e2.timed = e3.timed = true;
-  e2.flush = "read";
   FakeClock c1, c2, c3;
   auto r1 = Search(w.op, DType::kF32, Config(2, 4), w.store.get(), &e1, &c1).Run(0, nullptr, {});
   REQUIRE(r1.ok());
+  auto runs_before = w.store->ListRuns();
+  REQUIRE(runs_before.ok());
+  // The read flush's medians would be ranked, adopted and exported beside the memset
+  // ones: refused, with nothing recorded and nothing evaluated.
   RunConfig read = Config(2, 4);
   read.flush = "read";
-  std::vector<GenerationReport> reports;
-  auto r2 = Search(w.op, DType::kF32, read, w.store.get(), &e2, &c2)
-                .Run(0, nullptr, [&](const GenerationReport& g) { reports.push_back(g); });
-  REQUIRE(r2.ok());
-  // The same seed proposes the same candidates: the correct ones (timed) are measured
-  // again, the failures (no timings) are adopted as they are.
-  REQUIRE(!reports.empty());
-  CHECK(reports[0].remeasured > 0);
-  CHECK(reports[0].reused > 0);
-  int evaluated = 0;
-  for (const auto& g : reports) evaluated += g.evaluated;
-  CHECK(e2.calls == evaluated);  // the measured-again ones count as evaluated
-  CHECK(FormatReport(reports[0], 2).find(" timed elsewhere another way, measured again") !=
-        std::string::npos);
-  // The best candidate's latest medians are the read flush's.
-  auto t = w.store->GetTimings(r2->best->id);
-  REQUIRE(t.ok());
-  REQUIRE(!t->empty());
-  CHECK(t->back().protocol["flush"] == "read");
-  // A third run with the read flush adopts everything as it stands.
-  auto r3 = Search(w.op, DType::kF32, read, w.store.get(), &e3, &c3).Run(0, nullptr, {});
+  e2.flush = "read";
+  auto r2 = Search(w.op, DType::kF32, read, w.store.get(), &e2, &c2).Run(0, nullptr, {});
+  REQUIRE_FALSE(r2.ok());
+  CHECK(r2.error().find("--timer events --flush memset") != std::string::npos);
+  CHECK(r2.error().find("another --db") != std::string::npos);
+  CHECK(e2.calls == 0);
+  auto runs_after = w.store->ListRuns();
+  REQUIRE(runs_after.ok());
+  CHECK(runs_after->size() == runs_before->size());
+  RunConfig cupti = Config(2, 4);
+  cupti.timer = "cupti";
+  CHECK(CheckTimingProtocol(*w.store, "cupti", "memset").message().find("asked: --timer cupti") != std::string::npos);
+  CHECK_FALSE(Search(w.op, DType::kF32, cupti, w.store.get(), &e2, &c2).Run(0, nullptr, {}).ok());
+  // The same protocol is accepted, and adopts what the first run measured.
+  CHECK(CheckTimingProtocol(*w.store, "events", "memset").ok());
+  auto r3 = Search(w.op, DType::kF32, Config(2, 4), w.store.get(), &e3, &c3).Run(0, nullptr, {});
   REQUIRE(r3.ok());
   CHECK(e3.calls == 0);
+  // A database with no timings takes any protocol.
+  World fresh;
+  CHECK(CheckTimingProtocol(*fresh.store, "cupti", "read").ok());
 }
 
 TEST_CASE("LLM children enter the search and every call is recorded", "[engine][llm]") {

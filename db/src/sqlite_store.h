@@ -43,6 +43,7 @@ class SqliteStore final : public Store {
   Status AddRung(const RungRecord& rung) override;
   Result<std::vector<RungRecord>> GetRungs(int64_t candidate_id) override;
   Result<std::vector<TimingRecord>> GetTimings(int64_t candidate_id) override;
+  Result<std::vector<std::pair<std::string, std::string>>> TimingProtocols() override;
 
   // An empty calibrated_at is stored as the current time.
   Status PutDevice(const DeviceRecord& d) override;

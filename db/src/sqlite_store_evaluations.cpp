@@ -150,4 +150,20 @@ Result<std::vector<TimingRecord>> SqliteStore::GetTimings(int64_t candidate_id) 
   return timings;
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::TimingProtocols() {
+  Result<Statement> query = conn_.Prepare(
+      "SELECT DISTINCT coalesce(json_extract(protocol_json, '$.timer'), 'events'), "
+      "CASE WHEN json_extract(protocol_json, '$.flush_l2') = 0 THEN 'none' "
+      "ELSE coalesce(json_extract(protocol_json, '$.flush'), 'memset') END FROM timings ORDER BY 1, 2");
+  if (!query.ok()) return query.status();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (;;) {
+    Result<bool> row = query->Step();
+    if (!row.ok()) return WithContext("TimingProtocols", row.status());
+    if (!*row) break;
+    out.emplace_back(query->ColumnText(0), query->ColumnText(1));
+  }
+  return out;
+}
+
 }  // namespace kevolve::db

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "kevolve/core/json_file.h"
-#include "kevolve/evaluators/protocol.h"
 #include "kevolve/operators/llm/provider.h"
 #include "kevolve/operators/param_ops.h"
 
@@ -99,13 +98,6 @@ std::map<std::string, double> Search::StoredTimes(int64_t id) const {
   if (auto t = store_->GetTimings(id); t.ok())
     for (const auto& x : *t) times[x.shape] = x.median_us;
   return times;
-}
-
-bool Search::MeasuredAlike(int64_t id) const {
-  auto t = store_->GetTimings(id);
-  if (!t.ok() || t->empty()) return true;
-  const TimingProtocol p = TimingProtocol::FromJson(t->back().protocol);
-  return p.timer == cfg_.timer && L2FlushName(p) == cfg_.flush;
 }
 
 Status Search::Replay(int64_t run_id, int generations_done) {
@@ -356,6 +348,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
                                  const std::function<void(const GenerationReport&)>& on_generation) {
   if (Status s = ValidateRunConfig(cfg_); !s.ok()) return s;
   if (Status s = LoadSeeds(); !s.ok()) return s;
+  if (Status s = CheckTimingProtocol(*store_, cfg_.timer, cfg_.flush); !s.ok()) return s;
   llm::CancelLlmCalls(false);  // an earlier interrupted search in this process cancelled them
   db::RunRecord run;
   if (resume_run_id) {
@@ -417,14 +410,6 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
         bool own = c.run_id && *c.run_id == run.id;
         if ((member != member_gen_.end() && member->second < g) || (own && c.generation < g)) {
           ++rep.duplicates;  // already in this run
-          continue;
-        }
-        if (evaluated && !own && !MeasuredAlike(c.id)) {
-          // Timed elsewhere with another timer or L2 flush: its medians are not comparable
-          // with this run's, so it is measured again (the candidate then carries the new ones).
-          p.adopt = true;
-          ++rep.remeasured;
-          todo.push_back(p);
           continue;
         }
         if (evaluated) {
@@ -582,7 +567,6 @@ std::string FormatReport(const GenerationReport& r, int total) {
   std::snprintf(buf, sizeof(buf), "gen %d/%d  eval %d", r.generation + 1, total, r.evaluated);
   std::string s = buf;
   if (r.reused) s += " (+" + std::to_string(r.reused) + " reused)";
-  if (r.remeasured) s += " (" + std::to_string(r.remeasured) + " timed elsewhere another way, measured again)";
   if (r.duplicates) s += " dup " + std::to_string(r.duplicates);
   if (!r.failures.empty()) {
     s += "  fail";
@@ -601,6 +585,21 @@ std::string FormatReport(const GenerationReport& r, int total) {
   s += buf;
   if (r.eta_s >= 0) s += "  eta " + FormatDuration(r.eta_s);
   return s;
+}
+
+Status CheckTimingProtocol(db::Store& store, const std::string& timer, const std::string& flush) {
+  auto found = store.TimingProtocols();
+  if (!found.ok()) return found.status();
+  std::string held;
+  bool other = false;
+  for (const auto& [t, f] : *found) {
+    other |= t != timer || f != flush;
+    held += std::string(held.empty() ? "" : ", ") + "--timer " + t + " --flush " + f;
+  }
+  if (!other) return Status::Ok();
+  return Status::Error("the database holds timings measured with " + held + ", and its medians are compared across "
+                       "runs: time with the same, or give this one another --db (asked: --timer " + timer +
+                       " --flush " + flush + ")");
 }
 
 }  // namespace kevolve

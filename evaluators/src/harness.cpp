@@ -37,8 +37,9 @@ extern "C" __global__ void kv_copy(const uint4* __restrict__ src, uint4* __restr
 }
 
 // Reads n 16-byte words through L2 (the "read" flush: the L2 ends up holding these clean
-// lines, and the dirty ones it held are written back during this launch).
-extern "C" __global__ void kv_read_sweep(const uint4* __restrict__ src, long long n, unsigned* sink) {
+// lines, and the dirty ones it held are written back during this launch). The sink may
+// point into src (the timing rung passes the flush buffer itself), so src is not __restrict__.
+extern "C" __global__ void kv_read_sweep(const uint4* src, long long n, unsigned* sink) {
   unsigned s = 0;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     const uint4 v = __ldcg(src + i);

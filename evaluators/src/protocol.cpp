@@ -321,7 +321,7 @@ nlohmann::json TimingProtocol::ToJson() const {
 bool SetL2Flush(TimingProtocol& t, const std::string& mode) {
   if (mode != "memset" && mode != "read" && mode != "none") return false;
   t.flush_l2 = mode != "none";
-  if (t.flush_l2) t.flush = mode;
+  t.flush = mode;  // "none" too, so that the request and the rung's metrics name the mode
   return true;
 }
 

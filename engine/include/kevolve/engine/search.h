@@ -50,7 +50,6 @@ class SteadyClock : public Clock {
 struct GenerationReport {
   int generation = 0;
   int proposed = 0, evaluated = 0, reused = 0, duplicates = 0;
-  int remeasured = 0;  // adopted, but timed with another timer or flush: evaluated again
   std::map<std::string, int> failures;  // by status ("failed_correctness", "timeout", ...)
   double best_fitness = 0;
   std::vector<std::pair<std::string, double>> best_times_us;  // per tune shape, best candidate
@@ -122,9 +121,6 @@ class Search {
                   int island, int generation, const nlohmann::json& features,
                   const std::map<std::string, double>& times) const;
   std::map<std::string, double> StoredTimes(int64_t id) const;  // its median per tune shape
-  // Whether the candidate's latest medians were taken with this run's timer and L2 flush
-  // (true when it has none: a failure does not depend on them).
-  bool MeasuredAlike(int64_t id) const;
   Status Replay(int64_t run_id, int generations_done);
   // LLM children of this generation whose recorded call waits for the child's candidate id.
   struct PendingCalls {
@@ -174,5 +170,11 @@ double EtaSeconds(double elapsed_s, int done_here, int gens_left, double time_li
 // generation 0, the seeds' samples, ran, and more were asked for): no evolution happened,
 // and how to continue it. Empty otherwise.
 std::string ShortRunNote(const SearchResult& r, int total_generations, const std::string& db_path);
+// A database keeps the medians of one timing protocol: a search adopts, ranks and exports
+// the candidates of every run in it by their stored medians, so they must all have been
+// measured alike. An error (naming what the database holds) when `store` has timings taken
+// with another timer or L2 flush than `timer` and `flush`; `kevolve eval --db` and the
+// search check it before any GPU work, and Search::Run again.
+Status CheckTimingProtocol(db::Store& store, const std::string& timer, const std::string& flush);
 
 }  // namespace kevolve

@@ -89,7 +89,8 @@ struct TimingProtocol {
   bool flush_l2 = true;           // evict the L2 before every repetition (2x its size)
   // How: "memset" writes the flush buffer, as triton's do_bench does, and leaves the L2
   // full of its dirty lines, whose write-back the timed kernel then pays for; "read"
-  // reads it, so that the kernel starts on a cold L2 holding no dirty lines.
+  // reads it, so that the kernel starts on a cold L2 holding no dirty lines; "none" goes
+  // with flush_l2 false.
   std::string flush = "memset";
   bool reset_persisting_l2 = true;
   nlohmann::json ToJson() const;
