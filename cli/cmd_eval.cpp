@@ -134,6 +134,12 @@ int Run(const EvalArgs& a) {
   // --shape: time (and profile) these shapes instead of the op's tune shapes, and check them
   // too. Fitness is then over these shapes only, so such a ladder is not recorded where a
   // search could reuse it.
+  if (a.no_timing && !a.db.empty()) {
+    // The record would replace a timed result of the same candidate with an untimed one.
+    PrintError("--no-timing cannot be combined with --db: a database keeps timed results (kevolve compile --db "
+               "records compile results)");
+    return kExitUsage;
+  }
   if (!a.shapes.empty()) {
     if (!a.db.empty()) {
       PrintError("--shape cannot be combined with --db: a database keeps ladders timed on the op's tune shapes");
@@ -171,10 +177,10 @@ int Run(const EvalArgs& a) {
   }
   // A database keeps medians of one timing protocol (kevolve --help: --flush): checked
   // before any GPU work.
-  if (!a.db.empty() && !a.no_timing && fs::exists(a.db)) {
+  if (!a.db.empty() && fs::exists(a.db)) {
     auto s = db::OpenSqliteStore(a.db);
     if (!s.ok()) { PrintError(s.error()); return kExitUsage; }
-    if (Status st = CheckTimingProtocol(**s, timing.timer, L2FlushName(timing)); !st.ok()) {
+    if (Status st = CheckTimingProtocol(**s, op->name, DTypeName(*dtype), timing.timer, L2FlushName(timing)); !st.ok()) {
       PrintError(a.db + ": " + st.message());
       return kExitUsage;
     }

@@ -145,9 +145,15 @@ int Run(CLI::App& app, RunArgs a) {
   if (a.population > 0) cfg.population = a.population;
   if (a.islands > 0) cfg.islands = a.islands;
   if (a.target >= 0) cfg.target_fraction = a.target;
-  if (!a.timer.empty()) cfg.timer = a.timer;
+  // One run, one protocol: its medians are compared with each other.
+  if (!a.timer.empty()) {
+    if (a.resume && a.timer != cfg.timer) {
+      PrintError("run " + std::to_string(a.resume) + " times with --timer " + cfg.timer + "; a resumed run keeps it");
+      return kExitUsage;
+    }
+    cfg.timer = a.timer;
+  }
   if (!a.flush.empty()) {
-    // One run, one protocol: its medians are compared with each other.
     if (a.resume && a.flush != cfg.flush) {
       PrintError("run " + std::to_string(a.resume) + " times with --flush " + cfg.flush + "; a resumed run keeps it");
       return kExitUsage;
@@ -174,7 +180,7 @@ int Run(CLI::App& app, RunArgs a) {
     store = std::move(*s);
   }
   if (store) {
-    if (Status s = CheckTimingProtocol(*store, cfg.timer, cfg.flush); !s.ok()) {
+    if (Status s = CheckTimingProtocol(*store, op->name, DTypeName(*dtype), cfg.timer, cfg.flush); !s.ok()) {
       PrintError(a.db + ": " + s.message());
       return kExitUsage;
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kevolve/db/store.h"
+#include "kevolve/engine/run_config.h"
 #include "test_util.h"
 
 using namespace kevolve;
@@ -298,6 +299,28 @@ TEST_CASE("compile --db records candidates that the database commands read back"
   CHECK(RunCommand(Kevolve("runs --db '" + (dir / "none.db").string() + "'"), &out) == 2);
 }
 
+TEST_CASE("a resumed run keeps its timer and its L2 flush", "[cli][db]") {
+  auto dir = testing::MakeTempDir("cliresume");
+  const std::string db = (dir / "k.db").string();
+  {
+    auto store = db::OpenSqliteStore(db);
+    REQUIRE(store.ok());
+    db::RunRecord run;
+    run.op = "softmax";
+    run.dtype = "f32";
+    run.config = RunConfig().ToJson();  // events, memset
+    REQUIRE((*store)->CreateRun(run).ok());
+  }
+  std::string out;
+  for (const std::string flag : {"--timer cupti", "--flush read"}) {
+    INFO(flag);
+    CHECK(RunCommand(Kevolve("--resume 1 " + flag + " --db '" + db + "'"), &out) == 2);
+    INFO(out);
+    CHECK(CountLines(out) == 1);
+    CHECK(out.find("; a resumed run keeps it") != std::string::npos);
+  }
+}
+
 TEST_CASE("a search or eval --db timing with another L2 flush or timer than the database's is refused before any GPU work", "[cli][db]") {
   auto dir = testing::MakeTempDir("clidbproto");
   const std::string db = (dir / "k.db").string();
@@ -325,9 +348,17 @@ TEST_CASE("a search or eval --db timing with another L2 flush or timer than the 
     CHECK(RunCommand(Kevolve(cmd), &out) == 2);
     INFO(out);
     CHECK(CountLines(out) == 1);
-    CHECK(out.find("holds timings measured with --timer events --flush memset") != std::string::npos);
+    CHECK(out.find("holds softmax f32 timings measured with --timer events --flush memset") != std::string::npos);
     CHECK(out.find("another --db") != std::string::npos);
   }
+  // An untimed eval would replace the timed result in the database.
+  CHECK(RunCommand(Kevolve("eval --op softmax --no-timing --db '" + db + "'" + seed), &out) == 2);
+  CHECK(CountLines(out) == 1);
+  CHECK(out.find("--no-timing cannot be combined with --db") != std::string::npos);
+  // Another dtype of the op has no timings: its protocol is free (past the check: no GPU
+  // here, exit 3; on a GPU machine it runs).
+  CHECK(RunCommand(Kevolve("eval --op softmax --dtype bf16 --flush read --db '" + db + "'" + seed), &out) != 2);
+  CHECK(out.find("timings measured with") == std::string::npos);
   // Nothing was recorded: still one candidate and no run.
   REQUIRE(RunCommand(Kevolve("runs --db '" + db + "'"), &out) == 0);
   CHECK(out.find("1 candidates") != std::string::npos);

@@ -426,7 +426,7 @@ TEST_CASE("RecordEvaluation stores rungs, timings, status, fitness and features"
 TEST_CASE("TimingProtocols names the timer and L2 flush of every stored timing once", "[db]") {
   TempDir tmp;
   auto store = Open(tmp.File("kevolve.db"));
-  auto none = store->TimingProtocols();
+  auto none = store->TimingProtocols("softmax", "f32");
   REQUIRE(none.ok());
   CHECK(none->empty());
   const Json protocols[] = {
@@ -448,10 +448,17 @@ TEST_CASE("TimingProtocols names the timer and L2 flush of every stored timing o
     e.timings = {t, t};
     REQUIRE(store->RecordEvaluation(e).ok());
   }
-  auto got = store->TimingProtocols();
+  auto got = store->TimingProtocols("softmax", "f32");
   REQUIRE(got.ok());
   using P = std::pair<std::string, std::string>;
   CHECK(*got == std::vector<P>{P{"cupti", "read"}, P{"events", "memset"}, P{"events", "none"}});
+  // Another op or dtype has timings of its own (none here).
+  auto other = store->TimingProtocols("softmax", "bf16");
+  REQUIRE(other.ok());
+  CHECK(other->empty());
+  other = store->TimingProtocols("rmsnorm", "f32");
+  REQUIRE(other.ok());
+  CHECK(other->empty());
 }
 
 TEST_CASE("RecordEvaluation is atomic", "[db]") {

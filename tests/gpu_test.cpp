@@ -501,8 +501,9 @@ nlohmann::json EvalJson(const std::string& out) {
 
 TEST_CASE("kevolve eval --flush memset or read or none times the kernel and records the flush", "[gpu]") {
   GpuFixture::Get();
-  // 2048x1024 bf16 moves 8 MiB (24 MiB over the 3 input sets): it stays in the L2 unless the
-  // flush evicts it, so without a flush it must time faster than after the read sweep.
+  // 2048x1024 bf16 reads 4 MiB and writes 4 MiB (16 MiB over the 3 input sets and the
+  // output): on a GPU whose L2 holds that twice over it stays in the L2 unless the flush
+  // evicts it, so without a flush it must time faster than after the read sweep.
   std::map<std::string, double> small_us;
   for (const std::string mode : {"read", "none", "memset"}) {
     INFO(mode);
@@ -531,7 +532,12 @@ TEST_CASE("kevolve eval --flush memset or read or none times the kernel and reco
       if (r["name"] == "timing") CHECK(r["metrics"]["protocol"]["flush"] == mode);
   }
   INFO("2048x1024 medians: read " << small_us["read"] << " us, none " << small_us["none"] << " us");
-  CHECK(small_us["none"] < small_us["read"]);
+  auto gpus = ListGpus();
+  REQUIRE(gpus.ok());
+  if (gpus->front().l2_bytes >= (32 << 20))
+    CHECK(small_us["none"] < small_us["read"]);
+  else
+    WARN("L2 below 32 MiB: the warm-against-flushed comparison is skipped");
   // With CUPTI the read sweep's own kernel records are left out of the candidate's: no
   // batch falls back to the event timer.
   const std::string out = KevolveOk("eval --json --timer cupti --flush read --op softmax --dtype bf16 "

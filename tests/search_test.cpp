@@ -455,16 +455,37 @@ TEST_CASE("a database keeps one timing protocol: a run with another L2 flush or 
   CHECK(runs_after->size() == runs_before->size());
   RunConfig cupti = Config(2, 4);
   cupti.timer = "cupti";
-  CHECK(CheckTimingProtocol(*w.store, "cupti", "memset").message().find("asked: --timer cupti") != std::string::npos);
+  const std::string op = w.op.name;
+  CHECK(CheckTimingProtocol(*w.store, op, "f32", "cupti", "memset").message().find("asked: --timer cupti") !=
+        std::string::npos);
   CHECK_FALSE(Search(w.op, DType::kF32, cupti, w.store.get(), &e2, &c2).Run(0, nullptr, {}).ok());
   // The same protocol is accepted, and adopts what the first run measured.
-  CHECK(CheckTimingProtocol(*w.store, "events", "memset").ok());
+  CHECK(CheckTimingProtocol(*w.store, op, "f32", "events", "memset").ok());
+  // The protocol is per op and dtype: another dtype of the op has no timings yet.
+  CHECK(CheckTimingProtocol(*w.store, op, "bf16", "cupti", "read").ok());
   auto r3 = Search(w.op, DType::kF32, Config(2, 4), w.store.get(), &e3, &c3).Run(0, nullptr, {});
   REQUIRE(r3.ok());
   CHECK(e3.calls == 0);
   // A database with no timings takes any protocol.
   World fresh;
-  CHECK(CheckTimingProtocol(*fresh.store, "cupti", "read").ok());
+  CHECK(CheckTimingProtocol(*fresh.store, op, "f32", "cupti", "read").ok());
+  // A database that an older kevolve filled with two protocols (here: an evaluator that
+  // timed with the read flush under a memset run, which kevolve's own never does): no
+  // protocol can join it, and the error says why.
+  LandscapeEvaluator e4, e5;
+  e4.timed = e5.timed = true;
+  e5.flush = "read";
+  FakeClock c4, c5;
+  REQUIRE(Search(w.op, DType::kF32, Config(2, 4), fresh.store.get(), &e4, &c4).Run(0, nullptr, {}).ok());
+  RunConfig other_seed = Config(2, 4);
+  other_seed.seed = 7;  // other candidates, evaluated (and timed) rather than adopted
+  REQUIRE(Search(w.op, DType::kF32, other_seed, fresh.store.get(), &e5, &c5).Run(0, nullptr, {}).ok());
+  REQUIRE(e5.calls > 0);
+  for (const std::string flush : {"memset", "read"}) {
+    const Status st = CheckTimingProtocol(*fresh.store, op, "f32", "events", flush);
+    CHECK(st.message().find("(2 ways)") != std::string::npos);
+    CHECK(st.message().find("--timer events --flush memset; --timer events --flush read") != std::string::npos);
+  }
 }
 
 TEST_CASE("LLM children enter the search and every call is recorded", "[engine][llm]") {

@@ -43,7 +43,8 @@ class SqliteStore final : public Store {
   Status AddRung(const RungRecord& rung) override;
   Result<std::vector<RungRecord>> GetRungs(int64_t candidate_id) override;
   Result<std::vector<TimingRecord>> GetTimings(int64_t candidate_id) override;
-  Result<std::vector<std::pair<std::string, std::string>>> TimingProtocols() override;
+  Result<std::vector<std::pair<std::string, std::string>>> TimingProtocols(const std::string& op,
+                                                                           const std::string& dtype) override;
 
   // An empty calibrated_at is stored as the current time.
   Status PutDevice(const DeviceRecord& d) override;

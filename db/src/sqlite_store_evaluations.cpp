@@ -150,12 +150,15 @@ Result<std::vector<TimingRecord>> SqliteStore::GetTimings(int64_t candidate_id) 
   return timings;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::TimingProtocols() {
+Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::TimingProtocols(const std::string& op,
+                                                                                    const std::string& dtype) {
   Result<Statement> query = conn_.Prepare(
-      "SELECT DISTINCT coalesce(json_extract(protocol_json, '$.timer'), 'events'), "
-      "CASE WHEN json_extract(protocol_json, '$.flush_l2') = 0 THEN 'none' "
-      "ELSE coalesce(json_extract(protocol_json, '$.flush'), 'memset') END FROM timings ORDER BY 1, 2");
+      "SELECT DISTINCT coalesce(json_extract(t.protocol_json, '$.timer'), 'events'), "
+      "CASE WHEN json_extract(t.protocol_json, '$.flush_l2') = 0 THEN 'none' "
+      "ELSE coalesce(json_extract(t.protocol_json, '$.flush'), 'memset') END "
+      "FROM timings t JOIN candidates c ON c.id = t.candidate_id WHERE c.op = ? AND c.dtype = ? ORDER BY 1, 2");
   if (!query.ok()) return query.status();
+  query->Bind(1, op).Bind(2, dtype);
   std::vector<std::pair<std::string, std::string>> out;
   for (;;) {
     Result<bool> row = query->Step();

@@ -348,7 +348,7 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
                                  const std::function<void(const GenerationReport&)>& on_generation) {
   if (Status s = ValidateRunConfig(cfg_); !s.ok()) return s;
   if (Status s = LoadSeeds(); !s.ok()) return s;
-  if (Status s = CheckTimingProtocol(*store_, cfg_.timer, cfg_.flush); !s.ok()) return s;
+  if (Status s = CheckTimingProtocol(*store_, op_.name, DTypeName(dtype_), cfg_.timer, cfg_.flush); !s.ok()) return s;
   llm::CancelLlmCalls(false);  // an earlier interrupted search in this process cancelled them
   db::RunRecord run;
   if (resume_run_id) {
@@ -587,19 +587,23 @@ std::string FormatReport(const GenerationReport& r, int total) {
   return s;
 }
 
-Status CheckTimingProtocol(db::Store& store, const std::string& timer, const std::string& flush) {
-  auto found = store.TimingProtocols();
+Status CheckTimingProtocol(db::Store& store, const std::string& op, const std::string& dtype, const std::string& timer,
+                           const std::string& flush) {
+  auto found = store.TimingProtocols(op, dtype);
   if (!found.ok()) return found.status();
   std::string held;
   bool other = false;
   for (const auto& [t, f] : *found) {
     other |= t != timer || f != flush;
-    held += std::string(held.empty() ? "" : ", ") + "--timer " + t + " --flush " + f;
+    held += std::string(held.empty() ? "" : "; ") + "--timer " + t + " --flush " + f;
   }
   if (!other) return Status::Ok();
-  return Status::Error("the database holds timings measured with " + held + ", and its medians are compared across "
-                       "runs: time with the same, or give this one another --db (asked: --timer " + timer +
-                       " --flush " + flush + ")");
+  const std::string what = "the database holds " + op + " " + dtype + " timings measured with ";
+  if (found->size() > 1)  // written by a kevolve that did not check: no protocol can join them
+    return Status::Error(what + held + " (" + std::to_string(found->size()) +
+                         " ways), and its medians are compared across runs: give this one another --db");
+  return Status::Error(what + held + ", and its medians are compared across runs: time with the same, or give this "
+                       "one another --db (asked: --timer " + timer + " --flush " + flush + ")");
 }
 
 }  // namespace kevolve

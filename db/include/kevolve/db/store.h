@@ -43,10 +43,12 @@ class Store {
   virtual Status AddRung(const RungRecord& rung) = 0;
   virtual Result<std::vector<RungRecord>> GetRungs(int64_t candidate_id) = 0;
   virtual Result<std::vector<TimingRecord>> GetTimings(int64_t candidate_id) = 0;
-  // The distinct (timer, L2 flush) pairs the stored timings were measured with, from their
-  // protocol_json: "events" or "cupti"; "memset", "read" or "none" (a timing stored before
-  // the flush was named: "memset", or "none" when it did not flush).
-  virtual Result<std::vector<std::pair<std::string, std::string>>> TimingProtocols() = 0;
+  // The distinct (timer, L2 flush) pairs that the timings of the op's candidates in this
+  // dtype were measured with, from their protocol_json: "events" or "cupti"; "memset",
+  // "read" or "none" (a timing stored before the flush was named: "memset", or "none" when
+  // it did not flush).
+  virtual Result<std::vector<std::pair<std::string, std::string>>> TimingProtocols(const std::string& op,
+                                                                                   const std::string& dtype) = 0;
 
   // Devices and their calibration, keyed by UUID.
   virtual Status PutDevice(const DeviceRecord& d) = 0;  // insert or replace

@@ -170,11 +170,13 @@ double EtaSeconds(double elapsed_s, int done_here, int gens_left, double time_li
 // generation 0, the seeds' samples, ran, and more were asked for): no evolution happened,
 // and how to continue it. Empty otherwise.
 std::string ShortRunNote(const SearchResult& r, int total_generations, const std::string& db_path);
-// A database keeps the medians of one timing protocol: a search adopts, ranks and exports
-// the candidates of every run in it by their stored medians, so they must all have been
-// measured alike. An error (naming what the database holds) when `store` has timings taken
-// with another timer or L2 flush than `timer` and `flush`; `kevolve eval --db` and the
-// search check it before any GPU work, and Search::Run again.
-Status CheckTimingProtocol(db::Store& store, const std::string& timer, const std::string& flush);
+// A database keeps the medians of one timing protocol per op and dtype: a search adopts,
+// ranks and exports the candidates of every run in it by their stored medians, so they must
+// all have been measured alike. An error (naming what the database holds) when `store` has
+// timings of the op's candidates in `dtype` taken with another timer or L2 flush than
+// `timer` and `flush`; `kevolve eval --db` and the search check it before any GPU work, and
+// Search::Run again.
+Status CheckTimingProtocol(db::Store& store, const std::string& op, const std::string& dtype, const std::string& timer,
+                           const std::string& flush);
 
 }  // namespace kevolve
