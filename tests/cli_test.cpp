@@ -341,7 +341,7 @@ TEST_CASE("a search or eval --db timing with another L2 flush or timer than the 
     e.timings = {t};
     REQUIRE((*store)->RecordEvaluation(e).ok());
   }
-  for (const std::string cmd : {"--op softmax --gens 1 --flush read --db '" + db + "'",
+  for (const std::string& cmd : {"--op softmax --gens 1 --flush read --db '" + db + "'",
                                 "--op softmax --gens 1 --timer cupti --db '" + db + "'",
                                 "eval --op softmax --flush none --db '" + db + "'" + seed}) {
     INFO(cmd);

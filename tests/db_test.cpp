@@ -423,42 +423,78 @@ TEST_CASE("RecordEvaluation stores rungs, timings, status, fitness and features"
   CHECK(rungs->at(2).log == "error: boom");
 }
 
-TEST_CASE("TimingProtocols names the timer and L2 flush of every stored timing once", "[db]") {
+namespace {
+
+// Records one ok evaluation of a new candidate of `op` (dtype f32) with two timings of
+// protocol `p`.
+Status RecordTimed(Store& store, const std::string& hash, const std::string& op, const Json& p) {
+  CandidateRecord c = MakeCandidate(hash, AddSource(store, "src"));
+  c.op = op;
+  EvaluationRecord e;
+  e.candidate_id = AddCandidate(store, c);
+  e.status = "ok";
+  e.fitness = 0.5;
+  TimingRecord t;
+  t.shape = "4096x1024";
+  t.median_us = 10;
+  t.protocol = p;
+  e.timings = {t, t};
+  return store.RecordEvaluation(e);
+}
+
+}  // namespace
+
+TEST_CASE("TimingProtocols names the timer and L2 flush of an op's timings once", "[db]") {
   TempDir tmp;
   auto store = Open(tmp.File("kevolve.db"));
   auto none = store->TimingProtocols("softmax", "f32");
   REQUIRE(none.ok());
   CHECK(none->empty());
-  const Json protocols[] = {
-      {{"timer", "events"}, {"flush_l2", true}},                       // before the flush was named
-      {{"timer", "events"}, {"flush_l2", true}, {"flush", "memset"}},  // the same protocol
-      {{"timer", "cupti"}, {"flush_l2", true}, {"flush", "read"}},
-      {{"timer", "events"}, {"flush_l2", false}},                      // did not flush
-      {{"timer", "events"}, {"flush_l2", false}, {"flush", "none"}},
-  };
-  int i = 0;
-  for (const Json& p : protocols) {
-    EvaluationRecord e;
-    e.candidate_id = AddCandidate(*store, MakeCandidate("cand" + std::to_string(i++), AddSource(*store, "src")));
-    e.status = "ok";
-    TimingRecord t;
-    t.shape = "4096x1024";
-    t.median_us = 10;
-    t.protocol = p;
-    e.timings = {t, t};
-    REQUIRE(store->RecordEvaluation(e).ok());
-  }
-  auto got = store->TimingProtocols("softmax", "f32");
-  REQUIRE(got.ok());
   using P = std::pair<std::string, std::string>;
-  CHECK(*got == std::vector<P>{P{"cupti", "read"}, P{"events", "memset"}, P{"events", "none"}});
-  // Another op or dtype has timings of its own (none here).
-  auto other = store->TimingProtocols("softmax", "bf16");
+  // Each op below holds one protocol, written the ways kevolve has written it.
+  REQUIRE(RecordTimed(*store, "a1", "a", {{"timer", "events"}, {"flush_l2", true}}).ok());  // before the flush was named
+  REQUIRE(RecordTimed(*store, "a2", "a", {{"timer", "events"}, {"flush_l2", true}, {"flush", "memset"}}).ok());
+  REQUIRE(RecordTimed(*store, "b1", "b", {{"timer", "cupti"}, {"flush_l2", true}, {"flush", "read"}}).ok());
+  REQUIRE(RecordTimed(*store, "c1", "c", {{"timer", "events"}, {"flush_l2", false}}).ok());  // did not flush
+  REQUIRE(RecordTimed(*store, "c2", "c", {{"timer", "events"}, {"flush_l2", false}, {"flush", "none"}}).ok());
+  REQUIRE(RecordTimed(*store, "d1", "d", {{"flush_l2", true}}).ok());  // no timer: events
+  const std::pair<std::string, P> want[] = {
+      {"a", {"events", "memset"}}, {"b", {"cupti", "read"}}, {"c", {"events", "none"}}, {"d", {"events", "memset"}}};
+  for (const auto& [op, p] : want) {
+    INFO(op);
+    auto got = store->TimingProtocols(op, "f32");
+    REQUIRE(got.ok());
+    CHECK(*got == std::vector<P>{p});
+  }
+  // Another dtype of an op has timings of its own (none here).
+  auto other = store->TimingProtocols("a", "bf16");
   REQUIRE(other.ok());
   CHECK(other->empty());
-  other = store->TimingProtocols("rmsnorm", "f32");
-  REQUIRE(other.ok());
-  CHECK(other->empty());
+}
+
+TEST_CASE("RecordEvaluation refuses timings of a second protocol for an op and dtype, and records nothing of them", "[db]") {
+  TempDir tmp;
+  auto store = Open(tmp.File("kevolve.db"));
+  const Json memset = {{"timer", "events"}, {"flush_l2", true}, {"flush", "memset"}};
+  REQUIRE(RecordTimed(*store, "x1", "softmax", memset).ok());
+  const Status st = RecordTimed(*store, "x2", "softmax", {{"timer", "events"}, {"flush_l2", true}, {"flush", "read"}});
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("softmax f32 timings measured more than one way") != std::string::npos);
+  CHECK(st.message().find("--timer events --flush memset; --timer events --flush read") != std::string::npos);
+  // The refused evaluation left nothing: the candidate is as it was stored, with no timings.
+  auto c = store->FindCandidate("x2");
+  REQUIRE(c.ok());
+  REQUIRE(*c);
+  CHECK((*c)->status != "ok");
+  auto t = store->GetTimings((*c)->id);
+  REQUIRE(t.ok());
+  CHECK(t->empty());
+  auto held = store->TimingProtocols("softmax", "f32");
+  REQUIRE(held.ok());
+  CHECK(held->size() == 1);
+  // The same protocol, and another op with another protocol, are recorded.
+  CHECK(RecordTimed(*store, "x3", "softmax", memset).ok());
+  CHECK(RecordTimed(*store, "y1", "rmsnorm", {{"timer", "cupti"}, {"flush_l2", false}, {"flush", "none"}}).ok());
 }
 
 TEST_CASE("RecordEvaluation is atomic", "[db]") {

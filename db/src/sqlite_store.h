@@ -76,6 +76,7 @@ class SqliteStore final : public Store {
   Status InsertRung(const RungRecord& rung, int64_t candidate_id);
   Status InsertTiming(const TimingRecord& timing, int64_t candidate_id);
   Status MergeEvaluationIntoCandidate(const EvaluationRecord& e);
+  Status CheckOneProtocol(int64_t candidate_id);
 
   Connection conn_;
   const int schema_version_;

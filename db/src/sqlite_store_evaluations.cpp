@@ -67,6 +67,25 @@ Status SqliteStore::MergeEvaluationIntoCandidate(const EvaluationRecord& e) {
       .Run();
 }
 
+// One timing protocol per op and dtype (Store::RecordEvaluation): checked inside the write
+// transaction, after the new timings are in, so that two writers cannot both pass.
+Status SqliteStore::CheckOneProtocol(int64_t candidate_id) {
+  Result<Statement> query = conn_.Prepare("SELECT op, dtype FROM candidates WHERE id = ?");
+  if (!query.ok()) return query.status();
+  Result<bool> row = query->Bind(1, candidate_id).Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::Error("no candidate with id " + std::to_string(candidate_id));
+  const std::string op = query->ColumnText(0), dtype = query->ColumnText(1);
+  auto found = TimingProtocols(op, dtype);
+  if (!found.ok()) return found.status();
+  if (found->size() <= 1) return Status::Ok();
+  std::string held;
+  for (const auto& [timer, flush] : *found)
+    held += std::string(held.empty() ? "" : "; ") + "--timer " + timer + " --flush " + flush;
+  return Status::Error("these timings would leave the database with " + op + " " + dtype +
+                       " timings measured more than one way (" + held + "); it keeps one timing protocol per op and dtype");
+}
+
 Status SqliteStore::RecordEvaluation(const EvaluationRecord& e) {
   WriteScope scope(conn_);
   Status s = scope.Open();
@@ -77,6 +96,7 @@ Status SqliteStore::RecordEvaluation(const EvaluationRecord& e) {
   for (size_t i = 0; s.ok() && i < e.timings.size(); ++i) {
     s = InsertTiming(e.timings[i], e.candidate_id);
   }
+  if (s.ok() && !e.timings.empty()) s = CheckOneProtocol(e.candidate_id);
   if (s.ok()) s = scope.Release();
   return WithContext("RecordEvaluation(candidate " + std::to_string(e.candidate_id) + ")", s);
 }

@@ -38,7 +38,9 @@ class Store {
   virtual Result<CandidateRecord> GetCandidate(int64_t id) = 0;
   virtual Result<std::vector<CandidateRecord>> ListCandidates(const CandidateQuery& q) = 0;
 
-  // Rungs and timings. RecordEvaluation is atomic: all of it lands or none.
+  // Rungs and timings. RecordEvaluation is atomic: all of it lands or none. It fails (and
+  // nothing lands) when its timings' protocol differs from the one already stored for the
+  // candidate's op and dtype (TimingProtocols): a database keeps one per op and dtype.
   virtual Status RecordEvaluation(const EvaluationRecord& e) = 0;
   virtual Status AddRung(const RungRecord& rung) = 0;
   virtual Result<std::vector<RungRecord>> GetRungs(int64_t candidate_id) = 0;
