@@ -154,6 +154,7 @@ TEST_CASE("a new file is migrated to the latest schema", "[db]") {
     CHECK(raw.Query("SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = ?",
                     view) == "1");
   }
+  CHECK(raw.Query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'candidates_by_op_dtype'") == "1");
 }
 
 TEST_CASE("re-opening an up-to-date database changes nothing", "[db]") {

@@ -230,10 +230,17 @@ CREATE TABLE run_members (
 CREATE INDEX run_members_by_generation ON run_members(run_id, generation);
 )SQL";
 
+// One timing protocol per op and dtype: recording an evaluation finds another candidate of
+// its op and dtype (SqliteStore::CheckOneProtocol).
+constexpr const char* kSchemaV4 = R"SQL(
+CREATE INDEX candidates_by_op_dtype ON candidates(op, dtype);
+)SQL";
+
 constexpr const char* kMigrations[] = {
     kSchemaV1,
     kSchemaV2,
     kSchemaV3,
+    kSchemaV4,
 };
 
 constexpr int kLatest = static_cast<int>(std::size(kMigrations));
