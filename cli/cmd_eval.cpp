@@ -236,18 +236,31 @@ int Run(const EvalArgs& a) {
       fs::remove_all(popt.workdir, ec);
     }
   }
-  int failed = 0;
+  int failed = 0, not_recorded = 0;
   nlohmann::json out = nlohmann::json::array();
   for (size_t li = 0; li < ladders.size(); ++li) {
     const Ladder& l = ladders[li];
     failed += !l.ok();
     if (store) {
+      // One transaction per ladder: a record the store refuses (say, timings of another
+      // protocol than the database's, written meanwhile by another process) leaves nothing.
       RecordContext ctx{op->name, DTypeName(*dtype), (*pipe)->arch()};
-      auto id = RecordLadder(*store, l, ctx);
-      if (!id.ok()) PrintError(id.error());
-      const ProfileResult& pr = profile_results[li];
-      if (id.ok() && !pr.ncu_report.empty()) store->PutArtifact(*id, "ncu-rep", pr.ncu_report);
-      if (id.ok() && !pr.sass.empty()) store->PutArtifact(*id, "sass", pr.sass);
+      Status st = store->Begin();
+      if (st.ok()) {
+        auto id = RecordLadder(*store, l, ctx);
+        st = id.status();
+        const ProfileResult& pr = profile_results[li];
+        if (st.ok() && !pr.ncu_report.empty()) st = store->PutArtifact(*id, "ncu-rep", pr.ncu_report);
+        if (st.ok() && !pr.sass.empty()) st = store->PutArtifact(*id, "sass", pr.sass);
+        if (st.ok())
+          st = store->Commit();
+        else
+          store->Rollback();
+      }
+      if (!st.ok()) {
+        PrintError("not recorded in " + a.db + ": " + st.message());
+        ++not_recorded;
+      }
     }
     // Fits of fixed cost and steady state only over shapes the user chose (--shape): the
     // tune shapes differ in one size now and then, but across regimes a line does not fit.
@@ -274,7 +287,7 @@ int Run(const EvalArgs& a) {
                 ladders.size() / (wall_s / 60.0) / static_cast<double>(pool->Devices().size()));
   if (pool->restarts() > 0 && !a.json)
     std::printf("%d worker restart(s) after faulty candidates\n", pool->restarts());
-  return failed ? kExitFailed : kExitOk;
+  return failed || not_recorded ? kExitFailed : kExitOk;
 }
 
 struct WorkerArgs {

@@ -350,7 +350,7 @@ TEST_CASE("a version 1 database migrates to the latest version keeping its rows"
   // Back to version 1: what versions 2 to 4 added is removed.
   Exec(path,
        "DROP VIEW llm_spend; DROP TABLE llm_calls; DROP TABLE context_chunks; "
-       "DROP TABLE context_files; DROP TABLE run_members; DROP INDEX candidates_by_op_dtype; "
+       "DROP TABLE context_files; DROP TABLE run_members; DROP TABLE timing_protocols; "
        "UPDATE schema_version SET version = 1;");
   CHECK(Query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'llm_calls'") == "0");
 

@@ -154,7 +154,7 @@ TEST_CASE("a new file is migrated to the latest schema", "[db]") {
     CHECK(raw.Query("SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = ?",
                     view) == "1");
   }
-  CHECK(raw.Query("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'candidates_by_op_dtype'") == "1");
+  CHECK(raw.Query("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'timing_protocols'") == "1");
 }
 
 TEST_CASE("re-opening an up-to-date database changes nothing", "[db]") {
@@ -496,6 +496,28 @@ TEST_CASE("RecordEvaluation refuses timings of a second protocol for an op and d
   // The same protocol, and another op with another protocol, are recorded.
   CHECK(RecordTimed(*store, "x3", "softmax", memset).ok());
   CHECK(RecordTimed(*store, "y1", "rmsnorm", {{"timer", "cupti"}, {"flush_l2", false}, {"flush", "none"}}).ok());
+}
+
+TEST_CASE("migrating to version 4 fills timing_protocols from the timings already stored", "[db]") {
+  TempDir tmp;
+  const std::string path = tmp.File("kevolve.db");
+  {
+    auto store = Open(path);
+    REQUIRE(RecordTimed(*store, "a1", "a", {{"timer", "events"}, {"flush_l2", true}}).ok());
+    REQUIRE(RecordTimed(*store, "b1", "b", {{"timer", "cupti"}, {"flush_l2", true}, {"flush", "read"}}).ok());
+  }
+  {
+    RawDb raw(path);
+    raw.Exec("DROP TABLE timing_protocols; UPDATE schema_version SET version = 3;");
+  }
+  auto store = Open(path);
+  CHECK(store->SchemaVersion() >= 4);
+  RawDb raw(path);
+  CHECK(raw.Query("SELECT timer || ' ' || flush FROM timing_protocols WHERE op = 'a'") == "events memset");
+  CHECK(raw.Query("SELECT timer || ' ' || flush FROM timing_protocols WHERE op = 'b'") == "cupti read");
+  // And the refill is what later evaluations are checked against.
+  CHECK_FALSE(RecordTimed(*store, "b2", "b", {{"timer", "events"}, {"flush_l2", true}}).ok());
+  CHECK(RecordTimed(*store, "b3", "b", {{"timer", "cupti"}, {"flush_l2", true}, {"flush", "read"}}).ok());
 }
 
 TEST_CASE("RecordEvaluation is atomic", "[db]") {

@@ -471,6 +471,25 @@ TEST_CASE("a database keeps one timing protocol: a run with another L2 flush or 
   // A database with no timings takes any protocol.
   World fresh;
   CHECK(CheckTimingProtocol(*fresh.store, op, "f32", "cupti", "read").ok());
+  // An evaluation whose timings carry another protocol than the run's (an evaluator that
+  // timed with the read flush under a memset run, which kevolve's own never does) is not
+  // recorded: the store refuses it, and the run stops, resumable.
+  {
+    LandscapeEvaluator e4;
+    e4.timed = true;
+    e4.flush = "read";
+    FakeClock c4;
+    RunConfig other_seed = Config(2, 4);
+    other_seed.seed = 7;  // other candidates than r1's, evaluated rather than adopted
+    auto r4 = Search(w.op, DType::kF32, other_seed, w.store.get(), &e4, &c4).Run(0, nullptr, {});
+    REQUIRE_FALSE(r4.ok());
+    CHECK(r4.error().find("could not be recorded, so the run stopped (resumable)") != std::string::npos);
+    CHECK(r4.error().find("measured more than one way") != std::string::npos);
+    auto runs = w.store->ListRuns();
+    REQUIRE(runs.ok());
+    CHECK(runs->back().status == "interrupted");
+    CHECK(CheckTimingProtocol(*w.store, op, "f32", "events", "memset").ok());  // nothing of it landed
+  }
   // A database that an older kevolve filled with two protocols (made here by rewriting one
   // stored timing, as the store itself refuses to): no protocol can join it, and the error
   // says why.

@@ -230,11 +230,21 @@ CREATE TABLE run_members (
 CREATE INDEX run_members_by_generation ON run_members(run_id, generation);
 )SQL";
 
-// One timing protocol per op and dtype: recording an evaluation finds another candidate of
-// its op and dtype (SqliteStore::CheckOneProtocol).
-constexpr const char* kSchemaV4 = R"SQL(
-CREATE INDEX candidates_by_op_dtype ON candidates(op, dtype);
-)SQL";
+// One timing protocol per op and dtype: the timer and L2 flush that the timings of each
+// op and dtype were measured with, kept by RecordEvaluation (SqliteStore::CheckOneProtocol).
+// Filled from the timings already stored; where an older kevolve mixed protocols, the
+// first one stored is kept (the commands refuse such an op and dtype: TimingProtocols).
+constexpr const char* kSchemaV4 =
+    "CREATE TABLE IF NOT EXISTS timing_protocols (\n"
+    "  op    TEXT NOT NULL,\n"
+    "  dtype TEXT NOT NULL,\n"
+    "  timer TEXT NOT NULL,\n"
+    "  flush TEXT NOT NULL,\n"
+    "  PRIMARY KEY (op, dtype)\n"
+    ");\n"
+    "INSERT OR IGNORE INTO timing_protocols (op, dtype, timer, flush)\n"
+    "  SELECT c.op, c.dtype, " KEVOLVE_TIMING_PROTOCOL_COLUMNS
+    " FROM timings t JOIN candidates c ON c.id = t.candidate_id ORDER BY t.id;\n";
 
 constexpr const char* kMigrations[] = {
     kSchemaV1,

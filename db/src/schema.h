@@ -8,6 +8,14 @@
 #include "kevolve/core/status.h"
 #include "sqlite_handle.h"
 
+// A timing's (timer, L2 flush) from its protocol_json (table alias t): "events" or
+// "cupti"; "memset", "read" or "none" (a timing stored before the flush was named:
+// "memset", or "none" when it did not flush).
+#define KEVOLVE_TIMING_PROTOCOL_COLUMNS                                \
+  "coalesce(json_extract(t.protocol_json, '$.timer'), 'events'), "     \
+  "CASE WHEN json_extract(t.protocol_json, '$.flush_l2') = 0 THEN 'none' " \
+  "ELSE coalesce(json_extract(t.protocol_json, '$.flush'), 'memset') END"
+
 namespace kevolve::db {
 
 // The version this binary creates and expects.

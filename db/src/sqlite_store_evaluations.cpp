@@ -1,8 +1,8 @@
 // Evaluation results: rungs, timings, and the candidate's status, fitness and features.
-#include <algorithm>
 #include <string>
 
 #include "json_text.h"
+#include "schema.h"
 #include "sqlite_store.h"
 
 namespace kevolve::db {
@@ -68,22 +68,12 @@ Status SqliteStore::MergeEvaluationIntoCandidate(const EvaluationRecord& e) {
       .Run();
 }
 
-namespace {
-
-// A timing's (timer, L2 flush) from its protocol_json, as TimingProtocols names them.
-constexpr const char* kProtocolColumns =
-    "coalesce(json_extract(t.protocol_json, '$.timer'), 'events'), "
-    "CASE WHEN json_extract(t.protocol_json, '$.flush_l2') = 0 THEN 'none' "
-    "ELSE coalesce(json_extract(t.protocol_json, '$.flush'), 'memset') END";
-
-}  // namespace
-
 // One timing protocol per op and dtype (Store::RecordEvaluation): checked inside the write
 // transaction, after the new timings are in, so that two writers cannot both pass. The
-// candidate's timings are compared with one timing of another candidate of its op and
-// dtype (they all share one protocol), which keeps the check cheap in a large database.
+// first evaluation timed for an op and dtype sets it in timing_protocols; every later one
+// must match it (a lookup by primary key, whatever the size of the database).
 Status SqliteStore::CheckOneProtocol(int64_t candidate_id) {
-  Result<Statement> mine = conn_.Prepare(std::string("SELECT DISTINCT ") + kProtocolColumns +
+  Result<Statement> mine = conn_.Prepare("SELECT DISTINCT " KEVOLVE_TIMING_PROTOCOL_COLUMNS
                                          " FROM timings t WHERE t.candidate_id = ? ORDER BY 1, 2");
   if (!mine.ok()) return mine.status();
   mine->Bind(1, candidate_id);
@@ -94,25 +84,26 @@ Status SqliteStore::CheckOneProtocol(int64_t candidate_id) {
     if (!*row) break;
     found.emplace_back(mine->ColumnText(0), mine->ColumnText(1));
   }
-  Result<Statement> other = conn_.Prepare(
-      std::string("SELECT ") + kProtocolColumns + ", c.op, c.dtype FROM candidates me JOIN candidates c "
-      "ON c.op = me.op AND c.dtype = me.dtype AND c.id != me.id JOIN timings t ON t.candidate_id = c.id "
-      "WHERE me.id = ? LIMIT 1");
-  if (!other.ok()) return other.status();
-  Result<bool> row = other->Bind(1, candidate_id).Step();
+  if (found.empty()) return Status::Ok();
+  Result<Statement> claim = conn_.Prepare(
+      "INSERT OR IGNORE INTO timing_protocols (op, dtype, timer, flush) "
+      "SELECT op, dtype, ?, ? FROM candidates WHERE id = ?");
+  if (!claim.ok()) return claim.status();
+  if (Status s = claim->Bind(1, found[0].first).Bind(2, found[0].second).Bind(3, candidate_id).Run(); !s.ok()) return s;
+  Result<Statement> held = conn_.Prepare(
+      "SELECT p.op, p.dtype, p.timer, p.flush FROM candidates c JOIN timing_protocols p "
+      "ON p.op = c.op AND p.dtype = c.dtype WHERE c.id = ?");
+  if (!held.ok()) return held.status();
+  Result<bool> row = held->Bind(1, candidate_id).Step();
   if (!row.ok()) return row.status();
-  std::string what = "its";
-  if (*row) {
-    std::pair<std::string, std::string> held{other->ColumnText(0), other->ColumnText(1)};
-    what = other->ColumnText(2) + " " + other->ColumnText(3);
-    if (std::find(found.begin(), found.end(), held) == found.end()) found.insert(found.begin(), held);
-  }
-  if (found.size() <= 1) return Status::Ok();
-  std::string ways;
-  for (const auto& [timer, flush] : found)
-    ways += std::string(ways.empty() ? "" : "; ") + "--timer " + timer + " --flush " + flush;
-  return Status::Error("these timings would leave the database with " + what +
-                       " timings measured more than one way (" + ways +
+  if (!*row) return Status::Error("no candidate with id " + std::to_string(candidate_id));
+  const std::pair<std::string, std::string> kept{held->ColumnText(2), held->ColumnText(3)};
+  if (found.size() == 1 && found[0] == kept) return Status::Ok();
+  std::string ways = "--timer " + kept.first + " --flush " + kept.second;
+  for (const auto& p : found)
+    if (p != kept) ways += "; --timer " + p.first + " --flush " + p.second;
+  return Status::Error("these timings would leave the database with " + held->ColumnText(0) + " " +
+                       held->ColumnText(1) + " timings measured more than one way (" + ways +
                        "); it keeps one timing protocol per op and dtype");
 }
 
@@ -202,7 +193,7 @@ Result<std::vector<TimingRecord>> SqliteStore::GetTimings(int64_t candidate_id) 
 
 Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::TimingProtocols(const std::string& op,
                                                                                     const std::string& dtype) {
-  Result<Statement> query = conn_.Prepare(std::string("SELECT DISTINCT ") + kProtocolColumns +
+  Result<Statement> query = conn_.Prepare("SELECT DISTINCT " KEVOLVE_TIMING_PROTOCOL_COLUMNS
                                           " FROM timings t JOIN candidates c ON c.id = t.candidate_id "
                                           "WHERE c.op = ? AND c.dtype = ? ORDER BY 1, 2");
   if (!query.ok()) return query.status();

@@ -468,7 +468,13 @@ Result<SearchResult> Search::Run(int64_t resume_run_id, const std::atomic<bool>*
     };
     std::vector<Ladder> ladders =
         inputs.empty() ? std::vector<Ladder>{} : eval_->Evaluate(inputs, interrupt, record);
-    if (!record_error.ok()) return record_error;
+    if (!record_error.ok()) {
+      // What was recorded stays; the run can go on with --resume once the cause is fixed.
+      run.status = "interrupted";
+      store_->UpdateRun(run);
+      return Status::Error("generation " + std::to_string(g) + ": an evaluation could not be recorded, so the run "
+                           "stopped (resumable): " + record_error.message());
+    }
     // Then the search's own state, in proposal order (deterministic).
     for (size_t i = 0; i < ladders.size(); ++i) {
       Ladder& l = ladders[i];
